@@ -1,0 +1,29 @@
+# The README's two commands: `make run` (the demo) and `make test` (the suite).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY = $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test bench load clean
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput
+	@echo
+	@echo "JSON-RPC endpoint: http://$(HOST):$(PORT)/rpc/"
+	@echo "Try it:  curl -s -X POST -d '{\"jsonrpc\":\"2.0\",\"method\":\"subtract\",\"params\":[42,23],\"id\":1}' http://$(HOST):$(PORT)/rpc/"
+	@echo "Admin:   http://$(HOST):$(PORT)/admin/  (create a login with: $(PY) manage.py createsuperuser)"
+	@echo
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) db.sqlite3 .pytest_cache

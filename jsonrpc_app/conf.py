@@ -1,0 +1,98 @@
+"""
+Settings for jsonrpc_app, all in one dict in the project's settings::
+
+    JSONRPC = {
+        "LOG_POLICY": "errors",
+        "MAX_BATCH_SIZE": 100,
+    }
+
+Read them as ``from jsonrpc_app.conf import jsonrpc_settings`` and
+``jsonrpc_settings.MAX_BATCH_SIZE``. Keys left out take the defaults below;
+an unknown key is reported by the system check ``jsonrpc_app.E001``.
+"""
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+DEFAULTS = {
+    # Call log: "all", "errors" or "none".
+    "LOG_POLICY": "all",
+    # The database alias the call log is written to (see jsonrpc_app.routers).
+    "LOG_DATABASE": "default",
+    # Keys stored as "********" in logged params and bodies, case-insensitive, at any depth.
+    "SENSITIVE_KEYS": ["password", "token", "secret", "api_key", "authorization"],
+    # Logged params, results and bodies larger than this many bytes are truncated.
+    "LOG_MAX_VALUE_BYTES": 64 * 1024,
+    # Include exception text and traceback in -32603 responses (development only).
+    "EXPOSE_EXCEPTIONS": False,
+    # Hard limits against hostile input.
+    "MAX_BODY_SIZE": 1024 * 1024,
+    "MAX_BATCH_SIZE": 1000,
+    "MAX_DEPTH": 64,
+    # DRF policies of the endpoint; None means DRF's own defaults (REST_FRAMEWORK).
+    "AUTHENTICATION_CLASSES": None,
+    "PERMISSION_CLASSES": None,
+    "THROTTLE_CLASSES": None,
+    # The "info" object of the OpenRPC document served by rpc.discover.
+    "OPENRPC_INFO": {"title": "JSON-RPC API", "version": "1.0.0"},
+    # Directory of the call log's spool, used while the log database is unreachable.
+    "SPOOL_DIR": None,
+}
+
+# Settings whose values are dotted paths to import.
+IMPORT_STRINGS = {"AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES"}
+
+
+def _import(value, name):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return import_string(value)
+    if isinstance(value, (list, tuple)):
+        return [import_string(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+class JsonRpcSettings:
+    """Attribute access to JSONRPC merged over DEFAULTS, cached until settings change."""
+
+    def __init__(self, defaults=None):
+        self.defaults = defaults or DEFAULTS
+        self._cached = set()
+
+    @property
+    def user_settings(self):
+        if not hasattr(self, "_user_settings"):
+            self._user_settings = getattr(settings, "JSONRPC", None) or {}
+        return self._user_settings
+
+    def __getattr__(self, attr):
+        if attr not in self.defaults:
+            raise AttributeError("Invalid jsonrpc_app setting: %r" % attr)
+        try:
+            value = self.user_settings[attr]
+        except KeyError:
+            value = self.defaults[attr]
+        if attr in IMPORT_STRINGS:
+            value = _import(value, attr)
+        self._cached.add(attr)
+        setattr(self, attr, value)
+        return value
+
+    def reload(self):
+        for attr in self._cached:
+            delattr(self, attr)
+        self._cached.clear()
+        if hasattr(self, "_user_settings"):
+            delattr(self, "_user_settings")
+
+
+jsonrpc_settings = JsonRpcSettings(DEFAULTS)
+
+
+@receiver(setting_changed)
+def reload_jsonrpc_settings(*, setting, **kwargs):
+    if setting == "JSONRPC":
+        jsonrpc_settings.reload()

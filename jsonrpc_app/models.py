@@ -1,0 +1,121 @@
+"""
+The call log: one ``Envelope`` row per body received (a single request or a
+batch), one ``Call`` row per element inside it. Written only by
+``jsonrpc_app.recorder``.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Source(models.TextChoices):
+    HTTP = "http", _("HTTP")
+    ADMIN = "admin", _("Admin try-it")
+    REPLAY = "replay", _("Replay")
+    CLI = "cli", _("Command line")
+
+
+class Outcome(models.TextChoices):
+    OK = "ok", _("OK")
+    ERROR = "error", _("Error")
+
+
+class Envelope(models.Model):
+    """One body received by an endpoint: a single request or a batch."""
+
+    uid = models.UUIDField(_("unique id"), default=uuid.uuid4, unique=True, editable=False)
+    created_at = models.DateTimeField(_("received at"), default=timezone.now, editable=False)
+    endpoint = models.CharField(_("endpoint"), max_length=255, blank=True)
+    source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)
+    is_batch = models.BooleanField(_("batch"), default=False)
+    request_body = models.TextField(_("request body"), blank=True)
+    response_body = models.TextField(_("response body"), blank=True)
+    http_status = models.PositiveSmallIntegerField(_("HTTP status"), default=200)
+    duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+    remote_addr = models.GenericIPAddressField(_("remote address"), null=True, blank=True)
+    user_agent = models.CharField(_("user agent"), max_length=512, blank=True)
+    replay_of = models.ForeignKey(
+        "self",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="replays",
+        verbose_name=_("replay of"),
+    )
+    # Set when the body as a whole was answered by one error (parse error, empty batch...).
+    error_code = models.IntegerField(_("envelope error code"), null=True, blank=True)
+    call_count = models.PositiveIntegerField(_("calls"), default=0)
+    error_count = models.PositiveIntegerField(_("errors"), default=0)
+
+    class Meta:
+        verbose_name = _("envelope")
+        verbose_name_plural = _("envelopes")
+        ordering = ["-created_at", "-id"]
+        permissions = [("replay_envelope", _("Can replay envelopes and try methods"))]
+        indexes = [
+            models.Index(fields=["-created_at"], name="jsonrpc_env_created"),
+            models.Index(fields=["source", "-created_at"], name="jsonrpc_env_source"),
+            models.Index(fields=["user", "-created_at"], name="jsonrpc_env_user"),
+        ]
+
+    def __str__(self):
+        kind = _("batch") if self.is_batch else _("request")
+        return "%s #%s" % (kind, self.pk)
+
+
+class Call(models.Model):
+    """One element of an envelope: a call, a notification or an invalid request."""
+
+    envelope = models.ForeignKey(
+        Envelope, models.CASCADE, related_name="calls", verbose_name=_("envelope")
+    )
+    position = models.PositiveIntegerField(_("position"), default=0)
+    created_at = models.DateTimeField(_("received at"), default=timezone.now, editable=False)
+    method = models.CharField(_("method"), max_length=255, blank=True)
+    # The id exactly as sent, JSON type kept ("1" and 1 differ); null for notifications.
+    request_id = models.JSONField(_("request id"), null=True, blank=True)
+    is_notification = models.BooleanField(_("notification"), default=False)
+    params = models.JSONField(_("params"), null=True, blank=True)
+    result = models.JSONField(_("result"), null=True, blank=True)
+    outcome = models.CharField(_("outcome"), max_length=8, choices=Outcome.choices, default=Outcome.OK)
+    error_code = models.IntegerField(_("error code"), null=True, blank=True)
+    error_message = models.TextField(_("error message"), blank=True)
+    error_data = models.JSONField(_("error data"), null=True, blank=True)
+    traceback = models.TextField(_("traceback"), blank=True)
+    duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+    source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)
+
+    class Meta:
+        verbose_name = _("call")
+        verbose_name_plural = _("calls")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["method", "-created_at"], name="jsonrpc_call_method"),
+            models.Index(fields=["outcome", "-created_at"], name="jsonrpc_call_outcome"),
+            models.Index(fields=["error_code"], name="jsonrpc_call_error_code"),
+            models.Index(fields=["user", "-created_at"], name="jsonrpc_call_user"),
+            models.Index(fields=["-created_at"], name="jsonrpc_call_created"),
+        ]
+
+    def __str__(self):
+        return "%s [%s]" % (self.method or _("(invalid request)"), self.outcome)

@@ -1,0 +1,238 @@
+"""
+JSON-RPC 2.0 itself: bytes in, request objects (or the errors to answer) out;
+response objects in, bytes out.
+
+``parse()`` never raises: invalid JSON, an invalid request object, an empty
+or oversize batch all become the error responses the specification
+prescribes. This module imports nothing from Django.
+"""
+
+import json
+import re
+
+import orjson
+
+from .exceptions import INVALID_REQUEST, PARSE_ERROR
+
+VERSION = "2.0"
+
+PARSE_ERROR_OBJECT = {"code": PARSE_ERROR, "message": "Parse error"}
+INVALID_REQUEST_OBJECT = {"code": INVALID_REQUEST, "message": "Invalid Request"}
+
+# orjson reads integers beyond 64 bits as floats, losing digits; any run of 19
+# digits sends the body through the standard library, which keeps them exact.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+class Request:
+    """One valid request object of an envelope."""
+
+    __slots__ = ("index", "method", "params", "id", "is_notification")
+
+    def __init__(self, index, method, params, id, is_notification):
+        self.index = index
+        self.method = method
+        self.params = params
+        self.id = id
+        self.is_notification = is_notification
+
+    def __repr__(self):
+        return "<Request %s %r id=%r>" % (self.index, self.method, self.id)
+
+
+class InvalidItem:
+    """One element of an envelope that is not a valid request object."""
+
+    __slots__ = ("index", "id", "error", "value")
+
+    is_notification = False
+    method = None
+    params = None
+
+    def __init__(self, index, id, error, value):
+        self.index = index
+        self.id = id
+        self.error = error
+        self.value = value
+
+    def response(self):
+        return {"jsonrpc": VERSION, "error": self.error, "id": self.id}
+
+
+class Envelope:
+    """
+    What ``parse()`` read from one body.
+
+    ``error`` is set when the body as a whole is answered by one error object
+    (parse error, empty batch, batch over the limit); ``items`` then is empty.
+    """
+
+    __slots__ = ("is_batch", "items", "error")
+
+    def __init__(self, is_batch, items, error=None):
+        self.is_batch = is_batch
+        self.items = items
+        self.error = error
+
+    def error_response(self):
+        return {"jsonrpc": VERSION, "error": self.error, "id": None}
+
+
+def _reject_constant(name):
+    raise ValueError("%s is not valid JSON" % name)
+
+
+_strict_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def loads(body):
+    """
+    Decode strict RFC 8259 JSON from bytes (or str).
+
+    Raise ValueError for anything else: invalid UTF-8, a byte order mark,
+    NaN/Infinity, trailing commas, nesting too deep to read.
+    """
+    if isinstance(body, str):
+        try:
+            body = body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # A str holding lone surrogates cannot be sent as UTF-8; read it as is.
+            return _loads_stdlib(body, exc)
+    if _LONG_DIGITS.search(body) is None:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            error = exc
+    else:
+        error = None
+    # orjson refuses lone surrogate escapes ("\ud800") and numbers that
+    # overflow a double, both valid JSON text; the standard library reads them.
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError("invalid UTF-8: %s" % exc) from None
+    if text.startswith("\ufeff"):
+        raise ValueError("a byte order mark is not JSON text")
+    return _loads_stdlib(text, error)
+
+
+def _loads_stdlib(text, error):
+    try:
+        value, end = _strict_decoder.raw_decode(text, _skip_ws(text, 0))
+    except RecursionError:
+        raise ValueError("nesting too deep") from None
+    except ValueError as exc:
+        raise ValueError(str(error or exc)) from None
+    if _skip_ws(text, end) != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(text, pos):
+    return _WS.match(text, pos).end()
+
+
+def _too_deep(value, limit):
+    """Return True if containers nest deeper than ``limit`` levels."""
+    if limit <= 0:
+        return True
+    if type(value) is dict:
+        value = value.values()
+    for item in value:
+        if (type(item) is dict or type(item) is list) and _too_deep(item, limit - 1):
+            return True
+    return False
+
+
+def _valid_id(value):
+    # str, number or null; bool is an int in Python but not a JSON number.
+    t = type(value)
+    return t is str or t is int or t is float or value is None
+
+
+def _check(index, value):
+    """Return a Request for a valid request object, else an InvalidItem."""
+    if type(value) is not dict:
+        return InvalidItem(index, None, INVALID_REQUEST_OBJECT, value)
+    has_id = "id" in value
+    id = value.get("id")
+    if has_id and not _valid_id(id):
+        return InvalidItem(index, None, INVALID_REQUEST_OBJECT, value)
+    method = value.get("method")
+    params = value.get("params")
+    if (
+        value.get("jsonrpc") != VERSION
+        or type(value["jsonrpc"]) is not str
+        or type(method) is not str
+        or (params is not None and type(params) is not list and type(params) is not dict)
+        or (params is None and "params" in value)
+    ):
+        # The id is echoed when it could be read; otherwise it is null.
+        return InvalidItem(index, id, INVALID_REQUEST_OBJECT, value)
+    return Request(index, method, params, id, not has_id)
+
+
+def parse(body, max_batch=None, max_depth=None):
+    """Read one HTTP body into an Envelope; never raise."""
+    try:
+        value = loads(body)
+    except (ValueError, TypeError):
+        return Envelope(False, [], PARSE_ERROR_OBJECT)
+    if (
+        max_depth is not None
+        and type(value) in (list, dict)
+        and (body.count(b"[") + body.count(b"{") > max_depth if isinstance(body, bytes) else True)
+        and _too_deep(value, max_depth)
+    ):
+        return Envelope(
+            type(value) is list,
+            [],
+            dict(INVALID_REQUEST_OBJECT, data="JSON nested deeper than %d levels" % max_depth),
+        )
+    if type(value) is list:
+        if not value:
+            return Envelope(True, [], INVALID_REQUEST_OBJECT)
+        if max_batch is not None and len(value) > max_batch:
+            return Envelope(
+                True,
+                [],
+                dict(
+                    INVALID_REQUEST_OBJECT,
+                    data="batch of %d calls is over the limit of %d" % (len(value), max_batch),
+                ),
+            )
+        return Envelope(True, [_check(i, item) for i, item in enumerate(value)])
+    return Envelope(False, [_check(0, value)])
+
+
+def result_response(id, result):
+    return {"jsonrpc": VERSION, "result": result, "id": id}
+
+
+def error_response(id, error):
+    return {"jsonrpc": VERSION, "error": error, "id": id}
+
+
+_DUMP_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(value, default=None):
+    """
+    Encode a response (or list of responses) as compact UTF-8 JSON bytes.
+
+    ``default`` turns values JSON cannot hold into ones it can, as
+    ``json.dumps(default=...)`` does. Non-finite floats become null.
+    """
+    try:
+        return orjson.dumps(value, default=default, option=_DUMP_OPTIONS)
+    except TypeError as exc:
+        if "64-bit" not in str(exc) and "surrogates" not in str(exc):
+            raise
+    # Integers beyond 64 bits and lone surrogates: the standard library
+    # writes both (the latter as \\u escapes).
+    return json.dumps(
+        value, default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True
+    ).encode()

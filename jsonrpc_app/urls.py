@@ -1,0 +1,11 @@
+"""The endpoint, to include at the path of your choice: ``path("rpc/", include("jsonrpc_app.urls"))``."""
+
+from django.urls import path
+
+from .views import JsonRpcView
+
+app_name = "jsonrpc_app"
+
+urlpatterns = [
+    path("", JsonRpcView.as_view(), name="endpoint"),
+]

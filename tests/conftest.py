@@ -1,0 +1,31 @@
+import json
+
+import pytest
+
+
+@pytest.fixture
+def rpc(client):
+    """POST a body (bytes, str, or anything JSON-able) to /rpc/ and return the response."""
+
+    def post(body, content_type="application/json", **extra):
+        if not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        return client.generic("POST", "/rpc/", body, content_type=content_type, **extra)
+
+    return post
+
+
+@pytest.fixture
+def call(rpc):
+    """POST a body and return the decoded JSON answer (None for 204)."""
+
+    def post(body, **extra):
+        response = rpc(body, **extra)
+        assert response.status_code in (200, 204), response.status_code
+        if response.status_code == 204:
+            assert response.content == b""
+            return None
+        assert response["Content-Type"] == "application/json"
+        return json.loads(response.content)
+
+    return post
