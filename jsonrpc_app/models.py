@@ -119,3 +119,16 @@ class Call(models.Model):
 
     def __str__(self):
         return "%s [%s]" % (self.method or _("(invalid request)"), self.outcome)
+
+
+class RpcMethod(Envelope):
+    """
+    The admin's method browser: no rows of its own; the proxy gives the browser
+    its place on the admin index, next to the call log, and its view permission.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = _("method")
+        verbose_name_plural = _("methods")
+        default_permissions = ("view",)

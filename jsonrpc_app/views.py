@@ -19,10 +19,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from . import dispatch, protocol
+from . import dispatch, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
-from .encoding import json_default
 from .exceptions import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError
 
 _perf = time.perf_counter
@@ -39,38 +38,8 @@ class _BodyIgnored(BaseParser):
 
 _PARSERS = (_BodyIgnored(),)
 
-
-def encode(response, records=None):
-    """
-    Return the bytes of ``response`` (a dict or a list of dicts).
-
-    A result that cannot be written as JSON turns that one response into an
-    internal error (and its call record with it); the others are kept.
-    """
-    try:
-        return protocol.dumps(response, json_default)
-    except (TypeError, ValueError):
-        pass
-    responses = response if isinstance(response, list) else [response]
-    by_id = {}
-    if records:
-        for r in records:
-            if r.error is None and not r.is_notification:
-                by_id.setdefault(repr(r.id), r)
-    fixed = []
-    for item in responses:
-        try:
-            protocol.dumps(item, json_default)
-        except (TypeError, ValueError) as exc:
-            error, tb = dispatch.handle_exception(exc)
-            record = by_id.get(repr(item.get("id")))
-            if record is not None:
-                record.result = None
-                record.error = error
-                record.traceback = tb
-            item = protocol.error_response(item.get("id"), error)
-        fixed.append(item)
-    return protocol.dumps(fixed if isinstance(response, list) else fixed[0], json_default)
+# Kept importable from here: the HTTP layer encodes through the shared service.
+encode = service.encode
 
 
 def _error_body(error):
@@ -185,32 +154,18 @@ class JsonRpcView(View):
                 error, _tb = dispatch.handle_exception(exc, None, context)
                 # The caller could not be established: log it as anonymous.
                 context.user = _anonymous()
-        if error is None:
-            envelope = protocol.parse(body, settings.MAX_BATCH_SIZE, settings.MAX_DEPTH)
-            response, records = dispatch.execute(envelope, context)
-        else:
-            response, records = protocol.error_response(None, error), ([] if context.log else None)
-            envelope = protocol.Envelope(False, [], error)
-        if response is None:
-            content = b""
+        answer = service.answer(
+            body,
+            context,
+            error=error,
+            started=start,
+            remote_addr=request.META.get("REMOTE_ADDR"),
+            user_agent=request.META.get("HTTP_USER_AGENT", ""),
+        )
+        if answer.status == 204:
             http = HttpResponse(status=204)
         else:
-            content = encode(response, records)
-            http = HttpResponse(content, content_type="application/json")
-        if context.log:
-            from . import recorder
-
-            recorder.record(
-                context,
-                records,
-                request_body=body,
-                response_body=content,
-                http_status=http.status_code,
-                duration=_perf() - start,
-                envelope=envelope,
-                remote_addr=request.META.get("REMOTE_ADDR"),
-                user_agent=request.META.get("HTTP_USER_AGENT", ""),
-            )
+            http = HttpResponse(answer.content, content_type="application/json")
         return http
 
     def http_method_not_allowed(self, request, *args, **kwargs):

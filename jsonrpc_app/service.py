@@ -1,0 +1,118 @@
+"""
+Answering one JSON-RPC body: parse it, run it through the dispatcher, encode
+the answer and write the call log, the same way for every caller.
+
+The HTTP endpoint calls ``answer()`` after its own checks (method, size,
+authentication); the admin's "try it" and replay, and any other caller that
+is not an HTTP request, call it directly with a ``CallContext`` saying who
+calls and from where. Nothing here knows about HTTP beyond the status code
+the endpoint would have answered with (200, or 204 for nothing to say),
+which is what the log records.
+"""
+
+import time
+
+from . import dispatch, protocol
+from .conf import jsonrpc_settings
+from .encoding import json_default
+
+_perf = time.perf_counter
+
+
+class Answer:
+    """What ``answer()`` did with one body."""
+
+    __slots__ = ("response", "content", "status", "records", "envelope")
+
+    def __init__(self, response, content, status, records, envelope):
+        # The response object(s) as Python values, None for nothing to say.
+        self.response = response
+        # The bytes to send (b"" when there is nothing to say).
+        self.content = content
+        # 200, or 204 when there is nothing to say.
+        self.status = status
+        # The dispatcher's CallRecords, or None when the log is off.
+        self.records = records
+        # The Envelope row written to the log, or None (log off or not written).
+        self.envelope = envelope
+
+
+def encode(response, records=None):
+    """
+    Return the bytes of ``response`` (a dict or a list of dicts).
+
+    A result that cannot be written as JSON turns that one response into an
+    internal error (and its call record with it); the others are kept.
+    """
+    try:
+        return protocol.dumps(response, json_default)
+    except (TypeError, ValueError):
+        pass
+    responses = response if isinstance(response, list) else [response]
+    by_id = {}
+    if records:
+        for r in records:
+            if r.error is None and not r.is_notification:
+                by_id.setdefault(repr(r.id), r)
+    fixed = []
+    for item in responses:
+        try:
+            protocol.dumps(item, json_default)
+        except (TypeError, ValueError) as exc:
+            error, tb = dispatch.handle_exception(exc)
+            record = by_id.get(repr(item.get("id")))
+            if record is not None:
+                record.result = None
+                record.error = error
+                record.traceback = tb
+            item = protocol.error_response(item.get("id"), error)
+        fixed.append(item)
+    return protocol.dumps(fixed if isinstance(response, list) else fixed[0], json_default)
+
+
+def answer(body, context, *, error=None, started=None, remote_addr=None, user_agent=""):
+    """
+    Answer ``body`` (bytes or str) for the caller of ``context``; return an Answer.
+
+    ``error``, when given, is an error object that answers the whole body
+    without parsing it (the endpoint's size limit or failed authentication).
+    ``started`` is the ``time.perf_counter()`` value the logged duration
+    counts from (now, if not given).
+    """
+    if started is None:
+        started = _perf()
+    settings = jsonrpc_settings
+    if isinstance(body, str):
+        body = body.encode("utf-8", "surrogatepass")
+    max_body = settings.MAX_BODY_SIZE
+    if error is None and max_body is not None and len(body) > max_body:
+        error = dict(
+            protocol.INVALID_REQUEST_OBJECT,
+            data="request body of %d bytes is over the limit of %d" % (len(body), max_body),
+        )
+    if error is None:
+        envelope = protocol.parse(body, settings.MAX_BATCH_SIZE, settings.MAX_DEPTH)
+        response, records = dispatch.execute(envelope, context)
+    else:
+        envelope = protocol.Envelope(False, [], error)
+        response, records = protocol.error_response(None, error), ([] if context.log else None)
+    if response is None:
+        content, status = b"", 204
+    else:
+        content, status = encode(response, records), 200
+    row = None
+    if context.log:
+        from . import recorder
+
+        row = recorder.record(
+            context,
+            records,
+            request_body=body,
+            response_body=content,
+            http_status=status,
+            duration=_perf() - started,
+            envelope=envelope,
+            remote_addr=remote_addr,
+            user_agent=user_agent,
+        )
+    return Answer(response, content, status, records, row)
