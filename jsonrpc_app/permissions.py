@@ -1,19 +1,79 @@
 """
-Who may call what: per-method checks (login, Django model permissions, DRF
-permission and throttle classes) and the mapping of DRF/Django errors to
-JSON-RPC error objects.
+Who may call what: the per-method checks (enabled, login, Django model
+permissions, DRF permission and throttle classes) and the mapping of DRF and
+Django errors to JSON-RPC error objects.
+
+The endpoint's own policies (DRF authentication, permission and throttle
+classes) run once per HTTP request in ``views.JsonRpcView.check_endpoint``;
+the checks here run once per call, so that inside a batch only the calls the
+caller may not make fail, and a batch cannot get round a method's throttle.
+Methods with none of these options never come here (``Method.guarded``).
 """
 
+import math
+
 from django.core import exceptions as django_exceptions
+from django.utils.encoding import force_str
+from django.utils.functional import Promise
 from rest_framework import exceptions as drf_exceptions
 
 from .exceptions import (
     AuthenticationRequired,
     InvalidParams,
+    InvalidRequest,
     MethodDisabled,
     PermissionDenied,
     Throttled,
 )
+
+
+class MethodView:
+    """
+    What DRF permission and throttle classes receive as ``view`` for a method.
+
+    DRF hands them the view being called; here the thing being called is one
+    JSON-RPC method, so they get this stand-in: ``rpc_method`` (the Method),
+    ``throttle_scope`` (for ``ScopedRateThrottle``), ``request`` and the
+    caller's ``context``.
+    """
+
+    def __init__(self, method, context, request):
+        self.rpc_method = method
+        self.method_name = method.name
+        self.throttle_scope = getattr(method, "throttle_scope", None)
+        self.context = context
+        self.request = request
+        self.args = ()
+        self.kwargs = {}
+
+    def __repr__(self):
+        return "<MethodView %s>" % self.method_name
+
+
+class CallerRequest:
+    """
+    A stand-in request for calls made without one (the command line): the
+    caller's user and auth, POST, no headers. Permission classes that look at
+    ``request.user`` work on it; throttles are not applied without a request.
+    """
+
+    method = "POST"
+
+    def __init__(self, context):
+        self.user = context.user
+        self.auth = context.auth
+        self.META = {}
+        self.authenticators = ()
+        self.successful_authenticator = None
+
+
+def _message(permission):
+    message = getattr(permission, "message", None)
+    if message is None or isinstance(message, (str, dict)):
+        return message
+    if isinstance(message, Promise):
+        return force_str(message)
+    return None
 
 
 def check_method_permissions(method, context):
@@ -21,27 +81,32 @@ def check_method_permissions(method, context):
     if not method.enabled:
         raise MethodDisabled()
     user = context.user
-    if (method.login_required or method.permissions) and not user.is_authenticated:
-        raise AuthenticationRequired()
-    if method.permissions and not user.has_perms(method.permissions):
-        raise PermissionDenied()
+    if method.login_required or method.permissions:
+        if user is None or not user.is_authenticated:
+            raise AuthenticationRequired()
+        if method.permissions and not user.has_perms(method.permissions):
+            raise PermissionDenied()
+    if not (method.permission_classes or method.throttle_classes):
+        return
+    request = context.request
+    view = MethodView(method, context, request)
     if method.permission_classes:
-        request = context.request
+        permission_request = request if request is not None else CallerRequest(context)
         for permission_class in method.permission_classes:
             permission = permission_class()
-            if not permission.has_permission(request, None):
-                if not user.is_authenticated:
+            if not permission.has_permission(permission_request, view):
+                if user is None or not user.is_authenticated:
                     raise AuthenticationRequired()
-                raise PermissionDenied(
-                    data=getattr(permission, "message", None)
-                    if isinstance(getattr(permission, "message", None), str)
-                    else None
-                )
-    for throttle_class in method.throttle_classes:
-        throttle = throttle_class()
-        if not throttle.allow_request(context.request, None):
-            wait = throttle.wait()
-            raise Throttled(data={"wait": wait})
+                raise PermissionDenied(data=_message(permission))
+    if method.throttle_classes and request is not None:
+        waits = []
+        for throttle_class in method.throttle_classes:
+            throttle = throttle_class()
+            if not throttle.allow_request(request, view):
+                waits.append(throttle.wait())
+        if waits:
+            waits = [w for w in waits if w is not None]
+            raise Throttled(data={"wait": math.ceil(max(waits)) if waits else None})
 
 
 def map_exception(exc):
@@ -49,11 +114,15 @@ def map_exception(exc):
     if isinstance(exc, drf_exceptions.ValidationError):
         return InvalidParams(data=exc.get_full_details())
     if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
-        return AuthenticationRequired(message=str(exc.detail))
+        return AuthenticationRequired(message=force_str(exc.detail))
     if isinstance(exc, drf_exceptions.PermissionDenied):
-        return PermissionDenied(message=str(exc.detail))
+        return PermissionDenied(message=force_str(exc.detail))
     if isinstance(exc, drf_exceptions.Throttled):
         return Throttled(data={"wait": exc.wait})
     if isinstance(exc, django_exceptions.PermissionDenied):
+        # Its text is the raiser's, possibly internal: answer the plain message.
         return PermissionDenied()
+    if isinstance(exc, django_exceptions.SuspiciousOperation):
+        # Django answers these with 400 Bad Request; its text stays in the log.
+        return InvalidRequest()
     return None

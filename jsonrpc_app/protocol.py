@@ -78,6 +78,10 @@ class Envelope:
         return {"jsonrpc": VERSION, "error": self.error, "id": None}
 
 
+class TooDeep(ValueError):
+    """The JSON nests deeper than the decoder can follow."""
+
+
 def _reject_constant(name):
     raise ValueError("%s is not valid JSON" % name)
 
@@ -120,7 +124,7 @@ def _loads_stdlib(text, error):
     try:
         value, end = _strict_decoder.raw_decode(text, _skip_ws(text, 0))
     except RecursionError:
-        raise ValueError("nesting too deep") from None
+        raise TooDeep("nesting too deep") from None
     except ValueError as exc:
         raise ValueError(str(error or exc)) from None
     if _skip_ws(text, end) != len(text):
@@ -136,14 +140,17 @@ def _skip_ws(text, pos):
 
 
 def _too_deep(value, limit):
-    """Return True if containers nest deeper than ``limit`` levels."""
-    if limit <= 0:
-        return True
-    if type(value) is dict:
-        value = value.values()
-    for item in value:
-        if (type(item) is dict or type(item) is list) and _too_deep(item, limit - 1):
+    """Return True if containers nest deeper than ``limit`` levels (without recursing)."""
+    stack = [(value, 1)]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        container, depth = pop()
+        if depth > limit:
             return True
+        for item in container.values() if type(container) is dict else container:
+            if type(item) is dict or type(item) is list:
+                push((item, depth + 1))
     return False
 
 
@@ -175,10 +182,18 @@ def _check(index, value):
     return Request(index, method, params, id, not has_id)
 
 
+def _too_deep_error(max_depth):
+    return dict(INVALID_REQUEST_OBJECT, data="JSON nested deeper than %d levels" % max_depth)
+
+
 def parse(body, max_batch=None, max_depth=None):
     """Read one HTTP body into an Envelope; never raise."""
     try:
         value = loads(body)
+    except TooDeep:
+        if max_depth is None:
+            return Envelope(False, [], PARSE_ERROR_OBJECT)
+        return Envelope(False, [], _too_deep_error(max_depth))
     except (ValueError, TypeError):
         return Envelope(False, [], PARSE_ERROR_OBJECT)
     if (
@@ -187,11 +202,7 @@ def parse(body, max_batch=None, max_depth=None):
         and (body.count(b"[") + body.count(b"{") > max_depth if isinstance(body, bytes) else True)
         and _too_deep(value, max_depth)
     ):
-        return Envelope(
-            type(value) is list,
-            [],
-            dict(INVALID_REQUEST_OBJECT, data="JSON nested deeper than %d levels" % max_depth),
-        )
+        return Envelope(type(value) is list, [], _too_deep_error(max_depth))
     if type(value) is list:
         if not value:
             return Envelope(True, [], INVALID_REQUEST_OBJECT)

@@ -33,6 +33,7 @@ class Method:
         permissions=(),
         login_required=False,
         throttle_classes=(),
+        throttle_scope=None,
         params_serializer=None,
         result_serializer=None,
         errors=(),
@@ -51,10 +52,16 @@ class Method:
         self.permissions = tuple(permissions)
         self.login_required = login_required
         self.throttle_classes = tuple(throttle_classes)
+        # Read by DRF's ScopedRateThrottle (as a view's throttle_scope is).
+        self.throttle_scope = throttle_scope
         self.params_serializer = params_serializer
         self.result_serializer = result_serializer
         self.errors = tuple(errors)
+        # hidden: callable, but left out of rpc.discover and, for users who
+        # are not superusers, of the admin's method browser.
         self.hidden = hidden
+        # enabled=False: still registered (and listed), but every call is
+        # answered -32004 Method disabled.
         self.enabled = enabled
         self.binder = Binder(func, context_type=CallContext)
         self.signature = self.binder.signature

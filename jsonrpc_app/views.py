@@ -9,11 +9,13 @@ never see it, so bad JSON is answered as JSON-RPC says, not as DRF does.
 
 import time
 
+from django.conf import settings as django_settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions as drf_exceptions
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -44,6 +46,88 @@ encode = service.encode
 
 def _error_body(error):
     return protocol.dumps(protocol.error_response(None, error))
+
+
+def body_limit():
+    """
+    Return the largest body the endpoint reads, in bytes, or None for no limit.
+
+    The smaller of JSONRPC["MAX_BODY_SIZE"] and Django's
+    DATA_UPLOAD_MAX_MEMORY_SIZE: the endpoint reads the body itself, so it
+    applies Django's limit too rather than bypass it.
+    """
+    limits = [
+        n
+        for n in (jsonrpc_settings.MAX_BODY_SIZE, django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        if n is not None
+    ]
+    return min(limits) if limits else None
+
+
+def _too_large(limit, size=None):
+    if size is None:
+        message = "request body is over the limit of %d bytes" % limit
+    else:
+        message = "request body of %d bytes is over the limit of %d bytes" % (size, limit)
+    return dict(protocol.INVALID_REQUEST_OBJECT, data=message)
+
+
+_CHUNK = 64 * 1024
+
+
+def read_body(request, limit):
+    """
+    Return (body, error): the request body as bytes, or the error to answer.
+
+    A Content-Length over ``limit`` is answered without reading a byte. The
+    read itself stops after ``limit + 1`` bytes whatever the headers say, so
+    a missing or lying Content-Length, or a chunked body (which a WSGI server
+    that terminates its input, such as gunicorn, hands over without a
+    length), never makes the process hold more than the limit.
+    """
+    meta = request.META
+    try:
+        length = int(meta.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if limit is not None and length > limit:
+        return b"", _too_large(limit, length)
+    stream = request
+    environ = getattr(request, "environ", None)
+    if (
+        environ is not None
+        and not meta.get("CONTENT_LENGTH")
+        and environ.get("wsgi.input_terminated")
+    ):
+        # Django reads nothing without a Content-Length; a server that marks
+        # its input as terminated (end of body = end of stream) lets us read
+        # a chunked body safely, as long as the read is bounded.
+        stream = environ["wsgi.input"]
+        request._read_started = True
+    try:
+        if limit is None:
+            body = stream.read()
+        else:
+            chunks = []
+            size = 0
+            while size <= limit:
+                chunk = stream.read(min(_CHUNK, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > limit:
+                return b"", _too_large(limit)
+            body = b"".join(chunks)
+    except RequestDataTooBig:
+        return b"", _too_large(limit)
+    except OSError:
+        # The client went away mid-body (UnreadablePostError is an OSError).
+        return b"", dict(protocol.INVALID_REQUEST_OBJECT, data="request body could not be read")
+    # What request.body would have done, so that anything reading it later
+    # (CSRF checks of form posts, the call log) sees the same bytes.
+    request._body = body
+    return body, None
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -97,48 +181,25 @@ class JsonRpcView(View):
 
     def check_endpoint(self, request):
         """Authenticate, then apply the endpoint's permissions and throttles (as DRF's initial())."""
-        request.user  # noqa: B018 -- authenticate now: bad credentials fail the envelope
+        # Authenticate now, as DRF's perform_authentication() does: bad
+        # credentials (or a session without its CSRF token) fail the envelope.
+        request.user  # noqa: B018
         for permission in self.get_permissions():
             if not permission.has_permission(request, self):
-                from rest_framework import exceptions
-
                 if request.authenticators and not request.successful_authenticator:
-                    raise exceptions.NotAuthenticated()
-                raise exceptions.PermissionDenied(getattr(permission, "message", None))
-        waits = [t.wait() for t in self.get_throttles() if not t.allow_request(request, self)]
-        if waits:
-            from rest_framework import exceptions
-
-            raise exceptions.Throttled(max((w for w in waits if w is not None), default=None))
+                    raise drf_exceptions.NotAuthenticated()
+                raise drf_exceptions.PermissionDenied(getattr(permission, "message", None))
+        throttles = self.get_throttles()
+        if throttles:
+            waits = [t.wait() for t in throttles if not t.allow_request(request, self)]
+            if waits:
+                waits = [w for w in waits if w is not None]
+                raise drf_exceptions.Throttled(max(waits) if waits else None)
 
     def post(self, request, *args, **kwargs):
         start = _perf()
         settings = jsonrpc_settings
-        max_body = settings.MAX_BODY_SIZE
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        envelope = None
-        if max_body is not None and length > max_body:
-            body = b""
-            error = dict(
-                protocol.INVALID_REQUEST_OBJECT,
-                data="request body of %d bytes is over the limit of %d" % (length, max_body),
-            )
-        else:
-            try:
-                body = request.body
-            except RequestDataTooBig:
-                body = b""
-                error = dict(protocol.INVALID_REQUEST_OBJECT, data="request body is too large")
-            else:
-                error = None
-                if max_body is not None and len(body) > max_body:
-                    error = dict(
-                        protocol.INVALID_REQUEST_OBJECT,
-                        data="request body of %d bytes is over the limit of %d" % (len(body), max_body),
-                    )
+        body, error = read_body(request, body_limit())
         drf_request = Request(request, parsers=_PARSERS, authenticators=self.get_authenticators())
         context = CallContext(
             request=drf_request,
@@ -152,8 +213,10 @@ class JsonRpcView(View):
                 self.check_endpoint(drf_request)
             except Exception as exc:
                 error, _tb = dispatch.handle_exception(exc, None, context)
-                # The caller could not be established: log it as anonymous.
-                context.user = _anonymous()
+        if error is not None:
+            # Log whoever authentication established (a throttled user), else
+            # anonymous; never authenticate again just to write the log.
+            context.user = drf_request.__dict__.get("_user") or _anonymous()
         answer = service.answer(
             body,
             context,
@@ -167,6 +230,15 @@ class JsonRpcView(View):
         else:
             http = HttpResponse(answer.content, content_type="application/json")
         return http
+
+    def dispatch(self, request, *args, **kwargs):
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        except Exception as exc:
+            # Last resort: a bug in this layer (or in a setting it imports)
+            # still answers JSON-RPC, logged, with no exception text.
+            error, _tb = dispatch.handle_exception(exc)
+            return HttpResponse(_error_body(error), content_type="application/json")
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         response = super().http_method_not_allowed(request, *args, **kwargs)

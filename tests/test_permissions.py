@@ -1,0 +1,377 @@
+"""
+Who may call what: DRF authentication of the endpoint (session, basic,
+token), per-endpoint policies, per-method permission_classes / permissions /
+login_required, CSRF for session-authenticated calls, the CallContext
+argument, hidden and disabled methods.
+"""
+
+import base64
+import json
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from jsonrpc_app import CallContext
+from jsonrpc_app import dispatch, protocol
+from jsonrpc_app.exceptions import (
+    AUTHENTICATION_REQUIRED,
+    METHOD_DISABLED,
+    PERMISSION_DENIED,
+)
+from jsonrpc_app.models import Call, Envelope
+from tests.security_urls import RUNS, secure
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    cache.clear()
+    RUNS["count"] = 0
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def alice(db):
+    return User.objects.create_user("alice", "alice@example.com", "alice-pw")
+
+
+@pytest.fixture
+def bob(db):
+    return User.objects.create_user("bob", "bob@example.com", "bob-pw")
+
+
+def post(client, url, body, **extra):
+    if not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    response = client.generic("POST", url, body, content_type="application/json", **extra)
+    assert response.status_code in (200, 204), response.status_code
+    return json.loads(response.content) if response.content else None
+
+
+def req(method, params=None, id=1):
+    body = {"jsonrpc": "2.0", "method": method, "id": id}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def basic(username, password):
+    token = base64.b64encode(("%s:%s" % (username, password)).encode()).decode()
+    return {"HTTP_AUTHORIZATION": "Basic " + token}
+
+
+# --- authentication of the endpoint -------------------------------------------------
+
+
+def test_anonymous_call_to_public_method_is_answered(client):
+    assert post(client, "/secure/", req("public.echo", [5]))["result"] == 5
+
+
+def test_basic_authentication_sets_the_caller(client, alice):
+    answer = post(client, "/secure/", req("secure.whoami"), **basic("alice", "alice-pw"))
+    assert answer["result"] == {"user": "alice", "source": "http", "auth": "BasicAuthentication"}
+
+
+def test_wrong_basic_password_fails_the_whole_envelope_with_authentication_required(client, alice):
+    answer = post(
+        client,
+        "/secure/",
+        [req("public.echo", [1], id=1), req("secure.whoami", id=2)],
+        **basic("alice", "wrong"),
+    )
+    assert answer == {
+        "jsonrpc": "2.0",
+        "error": {"code": AUTHENTICATION_REQUIRED, "message": "Invalid username/password."},
+        "id": None,
+    }
+
+
+def test_session_authentication_sets_the_caller(client, alice):
+    client.force_login(alice)
+    answer = post(client, "/secure/", req("secure.whoami"))
+    assert answer["result"]["user"] == "alice"
+    assert answer["result"]["auth"] == "SessionAuthentication"
+
+
+def test_token_authentication_on_an_endpoint_configured_for_it(client, alice):
+    token = Token.objects.create(user=alice)
+    answer = post(
+        client, "/secure/token/", req("secure.whoami"), HTTP_AUTHORIZATION="Token " + token.key
+    )
+    assert answer["result"]["user"] == "alice"
+    assert answer["result"]["auth"] == "TokenAuthentication"
+
+
+def test_bad_token_is_authentication_required(client, alice):
+    answer = post(client, "/secure/token/", req("secure.whoami"), HTTP_AUTHORIZATION="Token nope")
+    assert answer["error"] == {"code": AUTHENTICATION_REQUIRED, "message": "Invalid token."}
+    assert answer["id"] is None
+
+
+def test_endpoint_permission_refuses_anonymous_with_authentication_required(client):
+    answer = post(client, "/secure/closed/", req("public.echo", [1]))
+    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert answer["id"] is None
+
+
+def test_endpoint_permission_lets_an_authenticated_caller_in(client, alice):
+    answer = post(client, "/secure/closed/", req("public.echo", [1]), **basic("alice", "alice-pw"))
+    assert answer["result"] == 1
+
+
+def test_token_endpoint_ignores_basic_credentials(client, alice):
+    # The per-endpoint authentication_classes replace the project's defaults.
+    answer = post(client, "/secure/token/", req("public.echo", [1]), **basic("alice", "alice-pw"))
+    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+
+
+def test_endpoint_without_authenticators_treats_a_logged_in_session_as_anonymous(client, alice):
+    client.force_login(alice)
+    answer = post(client, "/secure/anonymous/", req("secure.whoami"))
+    assert answer["result"]["user"] is None
+    answer = post(client, "/secure/anonymous/", req("secure.login"))
+    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+
+
+def test_an_authenticator_that_crashes_is_an_internal_error_without_its_text(client):
+    answer = post(client, "/secure/exploding-auth/", req("public.echo", [1]))
+    assert answer["error"] == {"code": -32603, "message": "Internal error"}
+    assert "hunter2" not in json.dumps(answer)
+
+
+def test_denied_envelope_is_logged_with_its_error(client):
+    post(client, "/secure/closed/", req("public.echo", [1]))
+    envelope = Envelope.objects.get()
+    assert envelope.error_code == AUTHENTICATION_REQUIRED
+    assert envelope.user_id is None
+
+
+# --- CSRF ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def csrf_client():
+    return Client(enforce_csrf_checks=True)
+
+
+def test_session_call_without_csrf_token_is_refused(csrf_client, alice):
+    csrf_client.force_login(alice)
+    answer = post(csrf_client, "/secure/", req("secure.whoami"))
+    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert "CSRF" in answer["error"]["message"]
+    assert answer["id"] is None
+    assert "result" not in answer
+
+
+def test_session_call_with_forged_csrf_token_is_refused(csrf_client, alice):
+    csrf_client.force_login(alice)
+    csrf_client.cookies["csrftoken"] = "a" * 32
+    answer = post(csrf_client, "/secure/session/", req("secure.whoami"), HTTP_X_CSRFTOKEN="b" * 32)
+    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert "CSRF" in answer["error"]["message"]
+
+
+def test_session_call_with_csrf_token_is_answered(csrf_client, alice):
+    csrf_client.force_login(alice)
+    csrf_client.cookies["csrftoken"] = "c" * 32
+    answer = post(csrf_client, "/secure/session/", req("secure.whoami"), HTTP_X_CSRFTOKEN="c" * 32)
+    assert answer["result"]["user"] == "alice"
+
+
+def test_session_call_from_another_origin_is_refused_even_with_the_token(csrf_client, alice):
+    csrf_client.force_login(alice)
+    csrf_client.cookies["csrftoken"] = "c" * 32
+    answer = post(
+        csrf_client,
+        "/secure/session/",
+        req("secure.whoami"),
+        HTTP_X_CSRFTOKEN="c" * 32,
+        HTTP_ORIGIN="https://evil.example",
+    )
+    assert answer["error"]["code"] == PERMISSION_DENIED
+
+
+def test_csrf_refusal_runs_no_method_and_is_logged_as_anonymous(csrf_client, alice):
+    csrf_client.force_login(alice)
+    post(csrf_client, "/secure/", [req("secure.count", id=1), req("secure.count", id=2)])
+    assert RUNS["count"] == 0
+    envelope = Envelope.objects.get()
+    assert envelope.error_code == PERMISSION_DENIED
+    assert envelope.user_id is None
+    assert envelope.call_count == 0
+
+
+def test_basic_token_and_anonymous_calls_need_no_csrf_token(csrf_client, alice):
+    assert post(csrf_client, "/secure/", req("public.echo", [1]))["result"] == 1
+    answer = post(csrf_client, "/secure/", req("secure.whoami"), **basic("alice", "alice-pw"))
+    assert answer["result"]["user"] == "alice"
+    token = Token.objects.create(user=alice)
+    answer = post(
+        csrf_client, "/secure/token/", req("secure.whoami"), HTTP_AUTHORIZATION="Token " + token.key
+    )
+    assert answer["result"]["user"] == "alice"
+
+
+def test_default_endpoint_enforces_csrf_for_sessions(csrf_client, alice):
+    csrf_client.force_login(alice)
+    answer = post(csrf_client, "/rpc/", req("subtract", [3, 1]))
+    assert answer["error"]["code"] == PERMISSION_DENIED
+
+
+# --- per-method permissions -----------------------------------------------------------
+
+
+def test_login_required_method_refuses_anonymous(client):
+    answer = post(client, "/secure/", req("secure.login"))
+    assert answer == {
+        "jsonrpc": "2.0",
+        "error": {"code": AUTHENTICATION_REQUIRED, "message": "Authentication required"},
+        "id": 1,
+    }
+
+
+def test_login_required_method_answers_a_logged_in_caller(client, alice):
+    assert post(client, "/secure/", req("secure.login"), **basic("alice", "alice-pw"))["result"] == "alice"
+
+
+def test_model_permission_refuses_anonymous_then_users_without_it(client, alice):
+    answer = post(client, "/secure/", req("secure.view_users"))
+    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    answer = post(client, "/secure/", req("secure.view_users"), **basic("alice", "alice-pw"))
+    assert answer["error"] == {"code": PERMISSION_DENIED, "message": "Permission denied"}
+
+
+def test_model_permission_lets_a_user_holding_it_call(client, alice):
+    alice.user_permissions.add(Permission.objects.get(codename="view_user"))
+    answer = post(client, "/secure/", req("secure.view_users"), **basic("alice", "alice-pw"))
+    assert answer["result"] == "users"
+
+
+def test_drf_permission_class_per_method(client, alice, bob):
+    assert post(client, "/secure/", req("secure.staff"))["error"]["code"] == AUTHENTICATION_REQUIRED
+    answer = post(client, "/secure/", req("secure.staff"), **basic("alice", "alice-pw"))
+    assert answer["error"]["code"] == PERMISSION_DENIED
+    alice.is_staff = True
+    alice.save()
+    assert post(client, "/secure/", req("secure.staff"), **basic("alice", "alice-pw"))["result"] == "staff"
+
+
+def test_permission_class_message_is_in_data(client, alice, bob):
+    answer = post(client, "/secure/", req("secure.alice"), **basic("bob", "bob-pw"))
+    assert answer["error"] == {
+        "code": PERMISSION_DENIED,
+        "message": "Permission denied",
+        "data": "Only alice may do this.",
+    }
+    assert post(client, "/secure/", req("secure.alice"), **basic("alice", "alice-pw"))["result"] == "alice"
+
+
+def test_permission_class_that_crashes_is_an_internal_error_without_its_text(client):
+    answer = post(client, "/secure/", req("secure.exploding_permission"))
+    assert answer["error"] == {"code": -32603, "message": "Internal error"}
+    assert "hunter2" not in json.dumps(answer)
+    assert "hunter2" in Call.objects.get().traceback
+
+
+def test_in_a_batch_only_the_denied_calls_fail_and_each_is_logged(client, alice):
+    answer = post(
+        client,
+        "/secure/",
+        [
+            req("public.echo", ["a"], id=1),
+            req("secure.view_users", id=2),
+            req("secure.login", id=3),
+            req("secure.staff", id=4),
+            req("public.echo", ["b"], id=5),
+        ],
+        **basic("alice", "alice-pw"),
+    )
+    by_id = {a["id"]: a for a in answer}
+    assert by_id[1]["result"] == "a"
+    assert by_id[2]["error"]["code"] == PERMISSION_DENIED
+    assert by_id[3]["result"] == "alice"
+    assert by_id[4]["error"]["code"] == PERMISSION_DENIED
+    assert by_id[5]["result"] == "b"
+    calls = {c.request_id: c for c in Call.objects.all()}
+    assert [calls[i].outcome for i in (1, 2, 3, 4, 5)] == ["ok", "error", "ok", "error", "ok"]
+    assert calls[2].error_code == PERMISSION_DENIED
+    assert calls[4].error_code == PERMISSION_DENIED
+    assert {c.user_id for c in calls.values()} == {alice.pk}
+
+
+def test_denied_notification_runs_nothing_and_is_logged(client):
+    assert post(client, "/secure/", {"jsonrpc": "2.0", "method": "secure.login"}) is None
+    call = Call.objects.get()
+    assert call.outcome == "error"
+    assert call.error_code == AUTHENTICATION_REQUIRED
+
+
+def test_per_method_checks_apply_to_callers_without_a_request(alice):
+    # The command line and other non-HTTP callers: a context with a user and no request.
+    anonymous = CallContext(request=None, source="cli", registry=secure)
+    envelope = protocol.parse(json.dumps(req("secure.staff")).encode())
+    response, _records = dispatch.execute(envelope, anonymous)
+    assert response["error"]["code"] == AUTHENTICATION_REQUIRED
+    alice.is_staff = True
+    staff = CallContext(request=None, user=alice, source="cli", registry=secure)
+    response, _records = dispatch.execute(envelope, staff)
+    assert response["result"] == "staff"
+    response, _records = dispatch.execute(protocol.parse(json.dumps(req("secure.throttled")).encode()), staff)
+    assert response["result"] == "ok"
+
+
+# --- the caller argument --------------------------------------------------------------
+
+
+def test_params_cannot_fill_the_context_argument_by_name(client):
+    answer = post(client, "/secure/", req("secure.whoami", {"context": {"user": "admin"}}))
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"] == [{"path": "context", "message": "unexpected parameter"}]
+
+
+def test_params_cannot_fill_the_context_argument_by_position(client):
+    answer = post(client, "/secure/", req("secure.whoami", [{"user": "admin"}]))
+    assert answer["error"]["code"] == -32602
+
+
+def test_a_context_key_sent_to_a_method_taking_kwargs_does_not_replace_the_context(client):
+    answer = post(client, "/secure/", req("secure.echo_context", {"value": 1, "context": "forged"}))
+    assert answer["result"] == {"value": 1, "extra": [], "context_is_real": True}
+
+
+# --- hidden and disabled methods ------------------------------------------------------
+
+
+def test_hidden_method_is_callable_and_flagged():
+    assert secure.get("secure.hidden").hidden is True
+
+
+def test_hidden_method_answers_calls(client):
+    assert post(client, "/secure/", req("secure.hidden"))["result"] == "still callable"
+
+
+def test_disabled_method_answers_method_disabled_and_never_runs(client, alice):
+    answer = post(client, "/secure/", req("secure.disabled"), **basic("alice", "alice-pw"))
+    assert answer == {
+        "jsonrpc": "2.0",
+        "error": {"code": METHOD_DISABLED, "message": "Method disabled"},
+        "id": 1,
+    }
+    assert RUNS["count"] == 0
+    assert "secure.disabled" in secure
+    assert Call.objects.get().error_code == METHOD_DISABLED
+
+
+def test_disabling_a_registered_method_takes_effect_on_the_next_call(client):
+    method = secure.get("public.echo")
+    method.enabled = False
+    try:
+        assert post(client, "/secure/", req("public.echo", [1]))["error"]["code"] == METHOD_DISABLED
+    finally:
+        method.enabled = True
+    assert post(client, "/secure/", req("public.echo", [1]))["result"] == 1

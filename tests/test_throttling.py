@@ -1,0 +1,122 @@
+"""
+Throttling with DRF throttle classes: per endpoint (once per HTTP request,
+the whole envelope answered -32029) and per method (once per call, so a
+batch cannot get round it), with the wait in seconds in ``data``.
+"""
+
+import base64
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+
+from jsonrpc_app.exceptions import THROTTLED
+from jsonrpc_app.models import Call, Envelope
+from tests.security_urls import RUNS
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    cache.clear()
+    RUNS["count"] = 0
+    yield
+    cache.clear()
+
+
+def post(client, url, body, **extra):
+    response = client.generic(
+        "POST", url, json.dumps(body), content_type="application/json", **extra
+    )
+    assert response.status_code in (200, 204), response.status_code
+    return json.loads(response.content) if response.content else None
+
+
+def req(method, params=None, id=1):
+    body = {"jsonrpc": "2.0", "method": method, "id": id}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def assert_throttled(error):
+    assert error["code"] == THROTTLED
+    assert error["message"] == "Request was throttled"
+    wait = error["data"]["wait"]
+    assert isinstance(wait, int) and 0 < wait <= 60
+
+
+def test_method_throttle_answers_throttled_with_the_wait_in_data(client):
+    assert post(client, "/secure/", req("secure.throttled"))["result"] == "ok"
+    assert post(client, "/secure/", req("secure.throttled"))["result"] == "ok"
+    answer = post(client, "/secure/", req("secure.throttled"))
+    assert_throttled(answer["error"])
+    assert answer["id"] == 1
+
+
+def test_method_throttle_counts_each_call_of_a_batch(client):
+    answer = post(client, "/secure/", [req("secure.throttled", id=i) for i in range(4)])
+    by_id = {a["id"]: a for a in answer}
+    assert [by_id[i].get("result") for i in range(4)] == ["ok", "ok", None, None]
+    assert_throttled(by_id[2]["error"])
+    assert_throttled(by_id[3]["error"])
+
+
+def test_method_throttle_leaves_other_methods_of_the_batch_alone(client):
+    post(client, "/secure/", [req("secure.throttled", id=i) for i in range(2)])
+    answer = post(client, "/secure/", [req("secure.throttled", id=1), req("public.echo", [7], id=2)])
+    by_id = {a["id"]: a for a in answer}
+    assert_throttled(by_id[1]["error"])
+    assert by_id[2]["result"] == 7
+
+
+def test_throttled_call_is_logged_with_its_error(client):
+    for _ in range(3):
+        post(client, "/secure/", req("secure.throttled"))
+    outcomes = list(Call.objects.order_by("id").values_list("outcome", "error_code"))
+    assert outcomes == [("ok", None), ("ok", None), ("error", THROTTLED)]
+
+
+def test_method_user_throttle_counts_per_user(client):
+    alice = User.objects.create_user("alice", password="pw")
+    User.objects.create_user("bob", password="pw")
+
+    def as_user(name):
+        token = base64.b64encode(("%s:pw" % name).encode()).decode()
+        return {"HTTP_AUTHORIZATION": "Basic " + token}
+
+    assert post(client, "/secure/", req("secure.user_throttled"), **as_user("alice"))["result"] == "ok"
+    assert_throttled(post(client, "/secure/", req("secure.user_throttled"), **as_user("alice"))["error"])
+    assert post(client, "/secure/", req("secure.user_throttled"), **as_user("bob"))["result"] == "ok"
+    assert Call.objects.filter(user=alice, error_code=THROTTLED).count() == 1
+
+
+def test_scoped_rate_throttle_reads_the_methods_throttle_scope(client):
+    assert post(client, "/secure/", req("secure.scoped"))["result"] == "ok"
+    assert_throttled(post(client, "/secure/", req("secure.scoped"))["error"])
+
+
+def test_endpoint_throttle_fails_the_whole_envelope(client):
+    first = post(client, "/secure/throttled/", [req("secure.count", id=1), req("secure.count", id=2)])
+    assert sorted(a["result"] for a in first) == [1, 2]
+    answer = post(client, "/secure/throttled/", [req("secure.count", id=3), req("public.echo", [1], id=4)])
+    assert answer["id"] is None
+    assert_throttled(answer["error"])
+    assert RUNS["count"] == 2
+    assert Envelope.objects.filter(error_code=THROTTLED).count() == 1
+
+
+def test_endpoint_throttle_does_not_touch_other_endpoints(client):
+    post(client, "/secure/throttled/", req("public.echo", [1]))
+    assert_throttled(post(client, "/secure/throttled/", req("public.echo", [1]))["error"])
+    assert post(client, "/secure/", req("public.echo", [1]))["result"] == 1
+
+
+def test_endpoint_throttle_counts_per_client_address(client):
+    post(client, "/secure/throttled/", req("public.echo", [1]), REMOTE_ADDR="10.0.0.1")
+    assert_throttled(
+        post(client, "/secure/throttled/", req("public.echo", [1]), REMOTE_ADDR="10.0.0.1")["error"]
+    )
+    assert post(client, "/secure/throttled/", req("public.echo", [1]), REMOTE_ADDR="10.0.0.2")["result"] == 1
