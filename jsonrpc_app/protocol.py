@@ -78,10 +78,6 @@ class Envelope:
         return {"jsonrpc": VERSION, "error": self.error, "id": None}
 
 
-class TooDeep(ValueError):
-    """The JSON nests deeper than the decoder can follow."""
-
-
 def _reject_constant(name):
     raise ValueError("%s is not valid JSON" % name)
 
@@ -124,7 +120,7 @@ def _loads_stdlib(text, error):
     try:
         value, end = _strict_decoder.raw_decode(text, _skip_ws(text, 0))
     except RecursionError:
-        raise TooDeep("nesting too deep") from None
+        raise ValueError("nesting too deep") from None
     except ValueError as exc:
         raise ValueError(str(error or exc)) from None
     if _skip_ws(text, end) != len(text):
@@ -190,10 +186,6 @@ def parse(body, max_batch=None, max_depth=None):
     """Read one HTTP body into an Envelope; never raise."""
     try:
         value = loads(body)
-    except TooDeep:
-        if max_depth is None:
-            return Envelope(False, [], PARSE_ERROR_OBJECT)
-        return Envelope(False, [], _too_deep_error(max_depth))
     except (ValueError, TypeError):
         return Envelope(False, [], PARSE_ERROR_OBJECT)
     if (
