@@ -63,7 +63,7 @@ class Method:
         # enabled=False: still registered (and listed), but every call is
         # answered -32004 Method disabled.
         self.enabled = enabled
-        self.binder = Binder(func, context_type=CallContext)
+        self.binder = Binder(func, context_type=CallContext, params_serializer=params_serializer)
         self.signature = self.binder.signature
         self.doc = inspect.cleandoc(func.__doc__ or "")
         # Anything to check before the call beyond binding params.
@@ -109,6 +109,10 @@ class MethodRegistry:
         # (name, method already registered, method refused): reported by checks.
         self.conflicts = []
         all_registries.add(self)
+        # Every registry answers the reserved rpc.discover (its OpenRPC document).
+        from .openrpc import discover_method
+
+        self.register(discover_method(), reserved_ok=True)
 
     def register(self, func, name=None, *, reserved_ok=False, **options):
         """Register ``func`` (a callable or a Method) and return its Method."""

@@ -2,10 +2,11 @@
 
 from django.urls import path
 
-from .views import JsonRpcView
+from .views import JsonRpcView, OpenRpcDocumentView
 
 app_name = "jsonrpc_app"
 
 urlpatterns = [
     path("", JsonRpcView.as_view(), name="endpoint"),
+    path("openrpc.json", OpenRpcDocumentView.as_view(), name="openrpc"),
 ]

@@ -250,3 +250,37 @@ def _anonymous():
     from django.contrib.auth.models import AnonymousUser
 
     return AnonymousUser()
+
+
+class OpenRpcDocumentView(JsonRpcView):
+    """
+    ``GET <endpoint>openrpc.json``: the endpoint's OpenRPC document, the same
+    one ``rpc.discover`` answers, behind the endpoint's authentication.
+    """
+
+    http_method_names = ["get", "head", "options"]
+
+    def get(self, request, *args, **kwargs):
+        from . import openrpc
+
+        drf_request = Request(request, parsers=_PARSERS, authenticators=self.get_authenticators())
+        try:
+            self.check_endpoint(drf_request)
+        except Exception as exc:
+            error, _tb = dispatch.handle_exception(exc)
+            status = {-32001: 401, -32003: 403, -32029: 429}.get(error["code"], 403)
+            return HttpResponse(
+                protocol.dumps({"error": error}), content_type="application/json", status=status
+            )
+        path = request.path
+        endpoint = path[: -len("openrpc.json")] if path.endswith("openrpc.json") else path
+        doc = openrpc.document(self.get_registry(), request=request, endpoint=endpoint)
+        response = HttpResponse(protocol.dumps(doc, json_default), content_type="application/json")
+        # The OpenRPC playground and client generators fetch it from other origins.
+        response["Access-Control-Allow-Origin"] = "*"
+        return response
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        response = View.http_method_not_allowed(self, request, *args, **kwargs)
+        response["Allow"] = "GET, HEAD"
+        return response

@@ -1,0 +1,675 @@
+"""
+The OpenRPC description of a registry's methods.
+
+``document(registry)`` builds an OpenRPC 1.3 document: ``info`` from the
+``OPENRPC_INFO`` setting, the endpoint as ``servers``, and per method its
+params as content descriptors whose JSON Schemas come from the annotations
+(or the params serializer), its result, its docstring, its declared
+``errors`` and its ``paramStructure``. Methods registered with
+``hidden=True`` (and disabled ones) are left out.
+
+Every registry serves it as the reserved method ``rpc.discover`` (registered
+by ``MethodRegistry`` itself, and run by the dispatcher like any method); the
+endpoint also serves it at ``GET <endpoint>openrpc.json``.
+
+For other code (the admin's method browser): ``method_schema(method)``
+describes one method with its schemas inline, ``params_schema(method)`` is
+one JSON Schema for its params by name, and ``params_skeleton(method)`` is
+an example params value that the method accepts.
+"""
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import inspect
+import re
+import types
+import typing
+import uuid
+
+from .context import CallContext
+from .params import (
+    _DICT_ORIGINS,
+    _LIST_ORIGINS,
+    _SET_ORIGINS,
+    NoneType,
+    dataclass_init_fields,
+    unwrap,
+)
+
+OPENRPC_VERSION = "1.3.2"
+DISCOVER = "rpc.discover"
+
+P = inspect.Parameter
+
+_DECIMAL_PATTERN = r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$"
+
+_SCALARS = {
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    NoneType: {"type": "null"},
+    None: {"type": "null"},
+    list: {"type": "array"},
+    dict: {"type": "object"},
+    tuple: {"type": "array"},
+    set: {"type": "array", "uniqueItems": True},
+    frozenset: {"type": "array", "uniqueItems": True},
+    datetime.datetime: {"type": "string", "format": "date-time"},
+    datetime.date: {"type": "string", "format": "date"},
+    datetime.time: {"type": "string", "format": "time"},
+    datetime.timedelta: {"type": "string", "format": "duration"},
+    uuid.UUID: {"type": "string", "format": "uuid"},
+}
+
+
+def _hints(cls):
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:
+        return dict(getattr(cls, "__annotations__", {}))
+
+
+def _jsonable(value):
+    """Return ``value`` as JSON if it has a plain JSON form, else raise TypeError."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None or type(value) in (str, int, bool):
+        return value
+    if type(value) is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TypeError("not finite")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (datetime.date, datetime.time, decimal.Decimal, uuid.UUID, datetime.timedelta)):
+        from .encoding import json_default
+
+        return json_default(value)
+    raise TypeError("no JSON form")
+
+
+class SchemaBuilder:
+    """
+    JSON Schemas for annotations.
+
+    ``mode`` is "input" (what params accept) or "output" (how results are
+    written). With ``components`` (a dict), dataclasses, TypedDicts and enums
+    become named schemas referred to by ``$ref``; without, all is inline.
+    """
+
+    def __init__(self, mode="input", components=None):
+        self.mode = mode
+        self.components = components
+        self._names = {}  # (cls, mode) -> component name
+        self._building = set()
+
+    def schema(self, annotation):
+        annotation = unwrap(annotation)
+        if annotation is P.empty or annotation is typing.Any or annotation is object:
+            return {}
+        if isinstance(annotation, (str, typing.ForwardRef, typing.TypeVar)):
+            return {}
+        try:
+            scalar = _SCALARS.get(annotation)
+        except TypeError:
+            scalar = None
+        if scalar is not None:
+            return dict(scalar)
+        if annotation is decimal.Decimal:
+            if self.mode == "input":
+                return {"type": ["string", "number"], "format": "decimal", "pattern": _DECIMAL_PATTERN}
+            return {"type": "string", "format": "decimal"}
+        origin = typing.get_origin(annotation)
+        args = typing.get_args(annotation)
+        if origin is typing.Union or origin is types.UnionType:
+            members = [self.schema(a) for a in args]
+            if any(m == {} for m in members):
+                return {}
+            unique = []
+            for m in members:
+                if m not in unique:
+                    unique.append(m)
+            return unique[0] if len(unique) == 1 else {"anyOf": unique}
+        if origin is typing.Literal:
+            values = [_jsonable(a) for a in args]
+            schema = {"enum": values}
+            kind = _common_type(values)
+            if kind:
+                schema["type"] = kind
+            return schema
+        if origin in _LIST_ORIGINS:
+            return {"type": "array", "items": self.schema(args[0]) if args else {}}
+        if origin is tuple:
+            if not args or (len(args) == 2 and args[1] is Ellipsis):
+                return {"type": "array", "items": self.schema(args[0]) if args else {}}
+            return {
+                "type": "array",
+                "items": [self.schema(a) for a in args],
+                "minItems": len(args),
+                "maxItems": len(args),
+                "additionalItems": False,
+            }
+        if origin in _SET_ORIGINS:
+            return {"type": "array", "items": self.schema(args[0]) if args else {}, "uniqueItems": True}
+        if origin in _DICT_ORIGINS:
+            schema = {"type": "object"}
+            if len(args) > 1:
+                value = self.schema(args[1])
+                if value != {}:
+                    schema["additionalProperties"] = value
+                if unwrap(args[0]) is int:
+                    schema["propertyNames"] = {"pattern": "^-?[0-9]+$"}
+            return schema
+        if isinstance(annotation, type):
+            if issubclass(annotation, enum.Enum):
+                return self._named(annotation, self._enum)
+            if typing.is_typeddict(annotation):
+                return self._named(annotation, self._typeddict)
+            if dataclasses.is_dataclass(annotation):
+                return self._named(annotation, self._dataclass)
+            if annotation in _LIST_ORIGINS:
+                return {"type": "array"}
+            if annotation in _DICT_ORIGINS:
+                return {"type": "object"}
+            if _is_queryset(annotation):
+                return {"type": "array"}
+        return {}
+
+    def _named(self, cls, build):
+        key = (cls, self.mode)
+        if self.components is None:
+            if key in self._building:
+                # A type that contains itself, inline: the inner level is left open.
+                return {"title": cls.__name__}
+            self._building.add(key)
+            try:
+                return build(cls)
+            finally:
+                self._building.discard(key)
+        name = self._names.get(key)
+        if name is None:
+            name = self._component_name(cls)
+            self._names[key] = name
+            self.components[name] = {}  # reserved while building (recursion)
+            built = build(cls)
+            # The same schema in both modes is one component.
+            for (other_cls, other_mode), other_name in list(self._names.items()):
+                if other_cls is cls and other_name != name and self.components.get(other_name) == built:
+                    del self.components[name]
+                    self._names[key] = name = other_name
+                    break
+            else:
+                self.components[name] = built
+        return {"$ref": "#/components/schemas/%s" % name}
+
+    def _component_name(self, cls):
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", cls.__qualname__.replace("<locals>.", ""))
+        if self.mode == "output":
+            existing = [n for (c, m), n in self._names.items() if c is cls and m != self.mode]
+            if existing:
+                base = existing[0] + "Result"
+        name = base
+        n = 2
+        while name in self.components:
+            name = "%s%d" % (base, n)
+            n += 1
+        return name
+
+    def _enum(self, cls):
+        values = [_jsonable(m.value) for m in cls]
+        schema = {"title": cls.__name__, "enum": values}
+        kind = _common_type(values)
+        if kind:
+            schema["type"] = kind
+        doc = _class_doc(cls)
+        if doc:
+            schema["description"] = doc
+        return schema
+
+    def _object(self, cls, properties, required):
+        schema = {"title": cls.__name__, "type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        if self.mode == "input":
+            schema["additionalProperties"] = False
+        doc = _class_doc(cls)
+        if doc:
+            schema["description"] = doc
+        return schema
+
+    def _typeddict(self, cls):
+        hints = _hints(cls)
+        properties = {name: self.schema(hint) for name, hint in hints.items()}
+        required = [k for k in hints if k in cls.__required_keys__]
+        return self._object(cls, properties, required)
+
+    def _dataclass(self, cls):
+        properties = {}
+        required = []
+        if self.mode == "input":
+            for f, hint in dataclass_init_fields(cls):
+                properties[f.name] = s = self.schema(hint)
+                if f.default is not dataclasses.MISSING:
+                    _set_default(s, f.default)
+                elif f.default_factory is dataclasses.MISSING:
+                    required.append(f.name)
+        else:
+            hints = _hints(cls)
+            for f in dataclasses.fields(cls):
+                properties[f.name] = self.schema(hints.get(f.name, f.type))
+                required.append(f.name)
+        return self._object(cls, properties, required)
+
+
+def _set_default(schema, value):
+    try:
+        schema["default"] = _jsonable(value)
+    except TypeError:
+        pass
+
+
+def _class_doc(cls):
+    doc = cls.__dict__.get("__doc__")
+    if not doc or (dataclasses.is_dataclass(cls) and doc.startswith(cls.__name__ + "(")):
+        return ""  # the generated dataclass signature says nothing
+    return inspect.cleandoc(doc)
+
+
+def _common_type(values):
+    kinds = set()
+    for v in values:
+        if v is None:
+            kinds.add("null")
+        elif isinstance(v, bool):
+            kinds.add("boolean")
+        elif isinstance(v, int):
+            kinds.add("integer")
+        elif isinstance(v, float):
+            kinds.add("number")
+        elif isinstance(v, str):
+            kinds.add("string")
+        else:
+            return None
+    if kinds == {"integer", "number"}:
+        return "number"
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _is_queryset(cls):
+    try:
+        from django.db.models import QuerySet
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(cls, type) and issubclass(cls, QuerySet)
+
+
+# -- DRF serializers -------------------------------------------------------------
+
+
+def _serializer_instance(serializer):
+    return serializer() if isinstance(serializer, type) else serializer
+
+
+def serializer_fields(serializer, mode):
+    """[(name, field)] of a serializer that params ("input") or results ("output") carry."""
+    from rest_framework import serializers
+
+    fields = []
+    for name, field in _serializer_instance(serializer).fields.items():
+        if isinstance(field, serializers.HiddenField):
+            continue
+        if mode == "input" and field.read_only:
+            continue
+        if mode == "output" and field.write_only:
+            continue
+        fields.append((name, field))
+    return fields
+
+
+def field_schema(field, mode):
+    """The JSON Schema of one DRF field."""
+    from rest_framework import serializers
+    from rest_framework.fields import empty
+    from rest_framework.schemas.openapi import AutoSchema
+
+    if isinstance(field, serializers.ListSerializer):
+        schema = {"type": "array", "items": serializer_schema(field.child, mode)}
+    elif isinstance(field, serializers.Serializer):
+        schema = serializer_schema(field, mode)
+    elif isinstance(field, serializers.ListField):
+        schema = {"type": "array", "items": {}}
+        if not isinstance(field.child, serializers._UnvalidatedField):
+            schema["items"] = field_schema(field.child, mode)
+    elif isinstance(field, serializers.DictField):
+        schema = {"type": "object"}
+        if not isinstance(field.child, serializers._UnvalidatedField):
+            schema["additionalProperties"] = field_schema(field.child, mode)
+    elif isinstance(field, (serializers.JSONField, serializers.ReadOnlyField, serializers.SerializerMethodField)):
+        schema = {}
+    else:
+        auto = AutoSchema()
+        schema = auto.map_field(field)
+        auto.map_field_validators(field, schema)
+        if schema.get("type") == "string" and "format" not in schema and "enum" not in schema and not isinstance(
+            field, (serializers.CharField, serializers.ChoiceField, serializers.FileField)
+        ):
+            # AutoSchema's fallback for fields it does not know: say nothing rather than something wrong.
+            if not isinstance(field, (serializers.RelatedField, serializers.ManyRelatedField)):
+                schema = {}
+    if field.help_text:
+        schema["description"] = str(field.help_text)
+    if field.label and mode == "input":
+        schema.setdefault("title", str(field.label))
+    if field.default is not empty and not callable(field.default):
+        _set_default(schema, field.default)
+    if getattr(field, "allow_null", False) and schema:
+        schema = {"anyOf": [schema, {"type": "null"}]}
+    return schema
+
+
+def serializer_schema(serializer, mode):
+    """The JSON Schema of the objects a DRF serializer reads ("input") or writes ("output")."""
+    instance = _serializer_instance(serializer)
+    properties = {}
+    required = []
+    for name, field in serializer_fields(instance, mode):
+        properties[name] = field_schema(field, mode)
+        if mode == "input" and field.required:
+            required.append(name)
+        elif mode == "output":
+            required.append(name)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    title = type(instance).__name__
+    if title not in ("Serializer", "ListSerializer"):
+        schema["title"] = title
+    return schema
+
+
+# -- methods ---------------------------------------------------------------------
+
+
+def param_structure(method):
+    """"by-position", "by-name" or "either": how the method takes its params."""
+    if method.params_serializer is not None:
+        return "by-name"
+    binder = method.binder
+    kinds = [p.kind for p in binder.params]
+    if P.VAR_POSITIONAL in kinds or P.POSITIONAL_ONLY in kinds:
+        return "by-position"
+    if P.VAR_KEYWORD in kinds or binder.required_keyword_only:
+        return "by-name"
+    return "either"
+
+
+def _param_descriptions(doc):
+    """{name: text} from ``:param name: text`` lines of a docstring."""
+    found = {}
+    for match in re.finditer(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+):\s*(.*)$", doc or "", re.M):
+        found[match.group(1)] = match.group(2).strip()
+    return found
+
+
+def _descriptor(name, schema, required, description=None):
+    descriptor = {"name": name, "schema": schema, "required": required}
+    if description:
+        descriptor["description"] = description
+    return descriptor
+
+
+def params_descriptors(method, builder):
+    """The content descriptors of the method's params, in order."""
+    if method.params_serializer is not None:
+        return [
+            _descriptor(name, field_schema(field, "input"), bool(field.required))
+            for name, field in serializer_fields(method.params_serializer, "input")
+        ]
+    docs = _param_descriptions(method.doc)
+    descriptors = []
+    for p in method.binder.params:
+        if p.kind is P.VAR_KEYWORD:
+            continue  # any further names: said by paramStructure "by-name"
+        schema = builder.schema(p.annotation)
+        if p.default is not P.empty:
+            if p.default is None and schema not in ({}, {"type": "null"}) and "anyOf" not in schema:
+                # A parameter defaulting to None also takes an explicit null.
+                schema = {"anyOf": [schema, {"type": "null"}]}
+            _set_default(schema, p.default)
+        required = p.default is P.empty and p.kind is not P.VAR_POSITIONAL
+        description = docs.get(p.name)
+        descriptor = _descriptor(p.name, schema, required, description)
+        if p.kind is P.VAR_POSITIONAL:
+            # OpenRPC has no variadic params: this one repeats, each of the schema.
+            descriptor["x-variadic"] = True
+            descriptor["description"] = (
+                (description + " " if description else "")
+                + "Variadic: any number of further positional params, each matching this schema."
+            )
+        descriptors.append(descriptor)
+    return descriptors
+
+
+def result_descriptor(method, builder):
+    ret = method.signature.return_annotation
+    if method.result_serializer is not None:
+        item = serializer_schema(method.result_serializer, "output")
+        unwrapped = unwrap(ret)
+        origin = typing.get_origin(unwrapped) or unwrapped
+        if origin in _LIST_ORIGINS or origin in (list, tuple) or _is_queryset(origin):
+            schema = {"type": "array", "items": item}
+        elif ret is P.empty:
+            schema = {"anyOf": [item, {"type": "array", "items": item}]}
+        else:
+            schema = item
+    else:
+        schema = builder.schema(ret)
+    return {"name": "result", "schema": schema}
+
+
+def error_object(error):
+    """The OpenRPC error object of a declared error: a JsonRpcError class or instance, or a dict."""
+    from .exceptions import JsonRpcError
+
+    if isinstance(error, type) and issubclass(error, JsonRpcError):
+        code, message, data = error.code, error.message, error.data
+    elif isinstance(error, JsonRpcError):
+        code, message, data = error.code, error.message, error.data
+    elif isinstance(error, dict) and "code" in error and "message" in error:
+        code, message, data = error["code"], error["message"], error.get("data")
+    else:
+        raise TypeError(
+            "Declared errors must be JsonRpcError subclasses with class-level code and "
+            "message, not %r" % (error,)
+        )
+    obj = {"code": code, "message": str(message)}
+    if data is not None:
+        try:
+            obj["data"] = _jsonable(data)
+        except TypeError:
+            pass
+    return obj
+
+
+def method_object(method, builder_in, builder_out):
+    obj = {"name": method.name}
+    summary = method.summary
+    if summary:
+        obj["summary"] = summary
+    if method.doc:
+        obj["description"] = method.doc
+    obj["params"] = params_descriptors(method, builder_in)
+    obj["result"] = result_descriptor(method, builder_out)
+    obj["paramStructure"] = param_structure(method)
+    if method.errors:
+        obj["errors"] = [error_object(e) for e in method.errors]
+    label = _app_label(method)
+    if label:
+        obj["tags"] = [{"name": label}]
+    return obj
+
+
+def _app_label(method):
+    try:
+        return method.app_label
+    except Exception:
+        return None
+
+
+def method_schema(method):
+    """The OpenRPC method object of ``method``, with every schema inline."""
+    return method_object(method, SchemaBuilder("input"), SchemaBuilder("output"))
+
+
+def params_schema(method):
+    """One JSON Schema for the method's params given by name (an object)."""
+    properties = {}
+    required = []
+    for d in method_schema(method)["params"]:
+        if d.get("x-variadic"):
+            continue
+        properties[d["name"]] = d["schema"]
+        if d["required"]:
+            required.append(d["name"])
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if not (method.binder.var_keyword and method.params_serializer is None):
+        schema["additionalProperties"] = False
+    return schema
+
+
+def listed_methods(registry):
+    """The methods of ``registry`` that the document describes."""
+    return [m for m in registry if not m.hidden and m.enabled]
+
+
+def document(registry, request=None, endpoint=None):
+    """Return the OpenRPC document describing ``registry`` (a JSON-able dict)."""
+    from .conf import jsonrpc_settings
+
+    info = dict(jsonrpc_settings.OPENRPC_INFO or {})
+    info.setdefault("title", "JSON-RPC API")
+    info.setdefault("version", "1.0.0")
+    components = {}
+    builder_in = SchemaBuilder("input", components)
+    builder_out = SchemaBuilder("output", components)
+    # Output names defer to input names of the same class: share the memo of names.
+    builder_out._names = builder_in._names
+    methods = [method_object(m, builder_in, builder_out) for m in listed_methods(registry)]
+    doc = {
+        "openrpc": OPENRPC_VERSION,
+        "info": info,
+        "servers": [_server(registry, request, endpoint)],
+        "methods": methods,
+    }
+    if components:
+        doc["components"] = {"schemas": components}
+    return doc
+
+
+def _server(registry, request, endpoint):
+    url = endpoint
+    if not url:
+        try:
+            from django.urls import reverse
+
+            url = reverse("jsonrpc_app:endpoint")
+        except Exception:
+            url = "/"
+    if request is not None and hasattr(request, "build_absolute_uri"):
+        try:
+            url = request.build_absolute_uri(url)
+        except Exception:  # a host Django refuses: keep the path
+            pass
+    return {"name": registry.name, "url": url}
+
+
+# -- rpc.discover ------------------------------------------------------------------
+
+
+def discover(context: CallContext) -> dict:
+    """Return the OpenRPC document that describes this endpoint's methods."""
+    return document(context.registry, request=context.request, endpoint=context.endpoint)
+
+
+_discover_method = None
+
+
+def discover_method():
+    """The Method of ``rpc.discover``, built once and shared by every registry."""
+    global _discover_method
+    if _discover_method is None:
+        from .registry import Method
+
+        _discover_method = Method(discover, DISCOVER, hidden=True)
+    return _discover_method
+
+
+# -- examples ------------------------------------------------------------------------
+
+_FORMAT_EXAMPLES = {
+    "date-time": "2024-01-01T00:00:00Z",
+    "date": "2024-01-01",
+    "time": "00:00:00",
+    "duration": "P1D",
+    "uuid": "00000000-0000-0000-0000-000000000000",
+    "decimal": "0",
+    "email": "user@example.com",
+    "uri": "https://example.com/",
+}
+
+
+def example(schema, depth=0):
+    """A value that ``schema`` accepts, simple and predictable."""
+    if depth > 8 or not isinstance(schema, dict):
+        return None
+    if "default" in schema:
+        return schema["default"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        options = [s for s in schema["anyOf"] if s.get("type") != "null"] or schema["anyOf"]
+        return example(options[0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = "string" if "string" in kind else kind[0]
+    fmt = schema.get("format")
+    if kind == "string":
+        return _FORMAT_EXAMPLES.get(fmt, "")
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if kind == "number":
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    if kind == "array":
+        items = schema.get("items")
+        if isinstance(items, list):
+            return [example(s, depth + 1) for s in items]
+        return []
+    if kind == "object":
+        properties = schema.get("properties")
+        if properties is None:
+            return {}
+        return {name: example(s, depth + 1) for name, s in properties.items()}
+    return None
+
+
+def params_skeleton(method):
+    """Example params for ``method`` (by name when it takes them so, else by position)."""
+    descriptors = method_schema(method)["params"]
+    if param_structure(method) == "by-position":
+        return [
+            example(d["schema"])
+            for d in descriptors
+            if not (d.get("x-variadic") and d["schema"] == {})
+        ]
+    return {d["name"]: example(d["schema"]) for d in descriptors}
