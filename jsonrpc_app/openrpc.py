@@ -361,6 +361,8 @@ def field_schema(field, mode):
             # AutoSchema's fallback for fields it does not know: say nothing rather than something wrong.
             if not isinstance(field, (serializers.RelatedField, serializers.ManyRelatedField)):
                 schema = {}
+    if isinstance(field, serializers.CharField) and not field.allow_blank and schema.get("type") == "string":
+        schema.setdefault("minLength", 1)
     if field.help_text:
         schema["description"] = str(field.help_text)
     if field.label and mode == "input":
@@ -641,7 +643,9 @@ def example(schema, depth=0):
         kind = "string" if "string" in kind else kind[0]
     fmt = schema.get("format")
     if kind == "string":
-        return _FORMAT_EXAMPLES.get(fmt, "")
+        if fmt in _FORMAT_EXAMPLES:
+            return _FORMAT_EXAMPLES[fmt]
+        return "x" * int(schema.get("minLength", 0))
     if kind == "integer":
         return int(schema.get("minimum", 0))
     if kind == "number":
