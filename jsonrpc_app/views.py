@@ -262,6 +262,7 @@ class OpenRpcDocumentView(JsonRpcView):
 
     def get(self, request, *args, **kwargs):
         from . import openrpc
+        from .encoding import json_default
 
         drf_request = Request(request, parsers=_PARSERS, authenticators=self.get_authenticators())
         try:
