@@ -1,7 +1,13 @@
 """
 The call log: one ``Envelope`` row per body received (a single request or a
 batch), one ``Call`` row per element inside it. Written only by
-``jsonrpc_app.recorder``.
+``jsonrpc_app.recorder``; routed to ``JSONRPC["LOG_DATABASE"]`` by
+``jsonrpc_app.routers.LogRouter``.
+
+The user foreign keys carry no database constraint and do nothing when the
+user is deleted: the log may live in another database than the users (see
+LOG_DATABASE), and an audit trail keeps who called even after the account is
+gone (``username`` is a snapshot taken when the call was logged).
 """
 
 import uuid
@@ -24,26 +30,34 @@ class Outcome(models.TextChoices):
     ERROR = "error", _("Error")
 
 
+def _user_fk():
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        models.DO_NOTHING,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+
+
 class Envelope(models.Model):
     """One body received by an endpoint: a single request or a batch."""
 
+    # Unique across databases and retries: lets a spooled envelope be written exactly once.
     uid = models.UUIDField(_("unique id"), default=uuid.uuid4, unique=True, editable=False)
     created_at = models.DateTimeField(_("received at"), default=timezone.now, editable=False)
     endpoint = models.CharField(_("endpoint"), max_length=255, blank=True)
     source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)
     is_batch = models.BooleanField(_("batch"), default=False)
+    # As received (redacted and size-capped by the recorder).
     request_body = models.TextField(_("request body"), blank=True)
     response_body = models.TextField(_("response body"), blank=True)
     http_status = models.PositiveSmallIntegerField(_("HTTP status"), default=200)
     duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        verbose_name=_("user"),
-    )
+    user = _user_fk()
+    username = models.CharField(_("username"), max_length=150, blank=True)
     remote_addr = models.GenericIPAddressField(_("remote address"), null=True, blank=True)
     user_agent = models.CharField(_("user agent"), max_length=512, blank=True)
     replay_of = models.ForeignKey(
@@ -54,8 +68,10 @@ class Envelope(models.Model):
         related_name="replays",
         verbose_name=_("replay of"),
     )
-    # Set when the body as a whole was answered by one error (parse error, empty batch...).
+    # Set when the body as a whole was answered by one error (parse error,
+    # empty batch, body too large, authentication failed...).
     error_code = models.IntegerField(_("envelope error code"), null=True, blank=True)
+    error_message = models.TextField(_("envelope error message"), blank=True)
     call_count = models.PositiveIntegerField(_("calls"), default=0)
     error_count = models.PositiveIntegerField(_("errors"), default=0)
 
@@ -65,14 +81,22 @@ class Envelope(models.Model):
         ordering = ["-created_at", "-id"]
         permissions = [("replay_envelope", _("Can replay envelopes and try methods"))]
         indexes = [
-            models.Index(fields=["-created_at"], name="jsonrpc_env_created"),
+            models.Index(fields=["-created_at", "-id"], name="jsonrpc_env_created"),
             models.Index(fields=["source", "-created_at"], name="jsonrpc_env_source"),
             models.Index(fields=["user", "-created_at"], name="jsonrpc_env_user"),
+            models.Index(fields=["error_count", "-created_at"], name="jsonrpc_env_errors"),
         ]
 
     def __str__(self):
         kind = _("batch") if self.is_batch else _("request")
         return "%s #%s" % (kind, self.pk)
+
+    @property
+    def outcome(self):
+        """"ok", or "error" when the envelope or any of its calls failed."""
+        if self.error_code is not None or self.error_count:
+            return Outcome.ERROR
+        return Outcome.OK
 
 
 class Call(models.Model):
@@ -84,25 +108,23 @@ class Call(models.Model):
     position = models.PositiveIntegerField(_("position"), default=0)
     created_at = models.DateTimeField(_("received at"), default=timezone.now, editable=False)
     method = models.CharField(_("method"), max_length=255, blank=True)
-    # The id exactly as sent, JSON type kept ("1" and 1 differ); null for notifications.
+    # The id exactly as sent, JSON type kept ("1" and 1 differ); SQL NULL for
+    # notifications and for an explicit null id (is_notification tells them apart).
     request_id = models.JSONField(_("request id"), null=True, blank=True)
     is_notification = models.BooleanField(_("notification"), default=False)
+    # For an invalid request object: the whole element as sent.
     params = models.JSONField(_("params"), null=True, blank=True)
     result = models.JSONField(_("result"), null=True, blank=True)
     outcome = models.CharField(_("outcome"), max_length=8, choices=Outcome.choices, default=Outcome.OK)
     error_code = models.IntegerField(_("error code"), null=True, blank=True)
     error_message = models.TextField(_("error message"), blank=True)
     error_data = models.JSONField(_("error data"), null=True, blank=True)
+    # Internal errors only; shown to staff in the admin, never to clients.
     traceback = models.TextField(_("traceback"), blank=True)
     duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        verbose_name=_("user"),
-    )
+    # Copied from the envelope so that the usual filters need no join.
+    user = _user_fk()
+    username = models.CharField(_("username"), max_length=150, blank=True)
     source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)
 
     class Meta:
@@ -110,11 +132,12 @@ class Call(models.Model):
         verbose_name_plural = _("calls")
         ordering = ["-created_at", "-id"]
         indexes = [
+            models.Index(fields=["-created_at", "-id"], name="jsonrpc_call_created"),
             models.Index(fields=["method", "-created_at"], name="jsonrpc_call_method"),
             models.Index(fields=["outcome", "-created_at"], name="jsonrpc_call_outcome"),
-            models.Index(fields=["error_code"], name="jsonrpc_call_error_code"),
+            models.Index(fields=["error_code", "-created_at"], name="jsonrpc_call_error_code"),
             models.Index(fields=["user", "-created_at"], name="jsonrpc_call_user"),
-            models.Index(fields=["-created_at"], name="jsonrpc_call_created"),
+            models.Index(fields=["source", "-created_at"], name="jsonrpc_call_source"),
         ]
 
     def __str__(self):
