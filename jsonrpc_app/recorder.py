@@ -577,6 +577,8 @@ def _write_on_side_connection(using, rows):
     finally:
         if conn.connection is not None:
             conn.set_autocommit(True)
+        # Keep it only as long as CONN_MAX_AGE keeps the request's connections.
+        conn.close_if_unusable_or_obsolete()
 
 
 def _max_rows(conn, fields):

@@ -44,3 +44,54 @@ def rollback():
     with transaction.atomic():
         Group.objects.create(name="rolled-back")
         raise JsonRpcError(code=-32050, message="rolled back")
+
+
+# -- used by the call log's tests (tests/test_recorder.py) --
+
+
+@rpc_method(name="testapp.login")
+def login(username, password):
+    """Take a password by position or name; answer with a token (both redacted in the log)."""
+    return {"user": username, "session": {"Token": "t-123", "ttl": 60}}
+
+
+@rpc_method(name="testapp.set_pin", sensitive_params=["pin"])
+def set_pin(account, pin):
+    return {"account": account}
+
+
+@rpc_method(name="testapp.heartbeat", log=False)
+def heartbeat(value=None):
+    """Never logged (log=False)."""
+    return "alive"
+
+
+@rpc_method(name="testapp.types")
+def types():
+    """Return values JSON cannot hold natively."""
+    import datetime
+    import decimal
+    import uuid
+
+    return {
+        "decimal": decimal.Decimal("1.10"),
+        "when": datetime.datetime(2026, 12, 2, 14, 55, 1, 123456, tzinfo=datetime.timezone.utc),
+        "day": datetime.date(2026, 12, 2),
+        "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "pair": (1, 2),
+    }
+
+
+@rpc_method(name="testapp.big")
+def big(size):
+    return "x" * size
+
+
+@rpc_method(name="testapp.abort_request")
+def abort_request():
+    """Write, then mark the caller's (request's) transaction for rollback."""
+    from django.contrib.auth.models import Group
+
+    Group.objects.create(name="aborted")
+    transaction.set_rollback(True)
+    return "aborted"
