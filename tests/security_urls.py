@@ -74,6 +74,12 @@ def count(*args):
     return RUNS["count"]
 
 
+@rpc_method(name="secure.count_one", registry=secure)
+def count_one(x):
+    RUNS["count"] += 1
+    return x
+
+
 @rpc_method(name="secure.whoami", registry=secure)
 def whoami(context: CallContext):
     user = context.user
@@ -156,9 +162,11 @@ def boom():
 
 @rpc_method(name="secure.bad_sql", registry=secure)
 def bad_sql():
-    from django.db import connection
+    from django.db import connection, transaction
 
-    with connection.cursor() as cursor:
+    # In its own savepoint, as ORM code in a method would be: on PostgreSQL a
+    # failed statement otherwise spoils the rest of the surrounding transaction.
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT secret_column FROM no_such_table_xyz")
 
 

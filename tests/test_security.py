@@ -1,0 +1,355 @@
+"""
+Attacks on the endpoint and the answer each gets. One test (or a few) per
+attack; the details of each policy are in test_permissions, test_throttling
+and test_limits.
+
+| attack                                              | answer                                         |
+| --------------------------------------------------- | ---------------------------------------------- |
+| no credentials for a login/permission method        | -32001 Authentication required (that call)     |
+| no credentials on an endpoint that requires them    | -32001, "id": null, nothing runs               |
+| wrong password / bad token                          | -32001, "id": null, nothing runs               |
+| logged in, lacking the permission                   | -32003 Permission denied (that call only)      |
+| session cookie without / with a forged CSRF token   | -32003 "CSRF Failed: ...", "id": null          |
+| body over the size limit                            | -32600 naming the limit, body never read       |
+| a 10 MB string param                                | -32600 body over the limit, never read or run  |
+| batch over the length limit (10,000 notifications)  | one -32600 naming the limit, nothing runs      |
+| JSON nested deeper than MAX_DEPTH                   | -32600 naming the limit                        |
+| JSON nested too deep for any decoder                | -32700, no RecursionError, next call served    |
+| a 500,000-digit integer                             | -32700 (Python's int digit limit), no CPU burn |
+| invalid UTF-8                                       | -32700                                         |
+| __class__, __init__, dunder and dotted-path names   | -32601 Method not found                        |
+| rpc.* names that are not served                     | -32601; registering one raises ValueError      |
+| params naming the CallContext argument              | -32602 (unexpected parameter) or ignored       |
+| params that do not bind                             | -32602, the method never runs                  |
+| a disabled method                                   | -32004 Method disabled, never runs             |
+| an exception / failing SQL inside a method          | -32603 "Internal error", no text/traceback/SQL |
+| NUL, lone surrogates, 100k-char method name         | answered, and the call log still written       |
+| sensitive params                                    | "********" in the log's params and body        |
+| GET, PUT, DELETE                                    | 405 Allow: POST, nothing runs                  |
+"""
+
+import base64
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.db import connection
+from django.test import Client
+
+from jsonrpc_app import MethodRegistry
+from jsonrpc_app.models import Call, Envelope
+from tests.security_urls import RUNS
+from tests.test_limits import LIMIT, Stream, wsgi_post
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    cache.clear()
+    RUNS["count"] = 0
+
+
+@pytest.fixture
+def alice(db):
+    return User.objects.create_user("alice", "alice@example.com", "alice-pw")
+
+
+def post(client, body, url="/secure/", **extra):
+    if not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    response = client.generic("POST", url, body, content_type="application/json", **extra)
+    assert response.status_code in (200, 204), response.status_code
+    return json.loads(response.content) if response.content else None
+
+
+def req(method, params=None, id=1):
+    body = {"jsonrpc": "2.0", "method": method, "id": id}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def basic(username, password):
+    return {"HTTP_AUTHORIZATION": "Basic " + base64.b64encode(("%s:%s" % (username, password)).encode()).decode()}
+
+
+def error_of(answer):
+    assert "result" not in answer
+    return answer["error"]
+
+
+# --- authentication and permission ----------------------------------------------------
+
+
+def test_attack_missing_auth_on_a_protected_method(client):
+    assert error_of(post(client, req("secure.login"))) == {"code": -32001, "message": "Authentication required"}
+    assert error_of(post(client, req("secure.view_users")))["code"] == -32001
+
+
+def test_attack_missing_auth_on_a_protected_endpoint(client):
+    answer = post(client, [req("secure.count", id=1), req("public.echo", [1], id=2)], url="/secure/closed/")
+    assert answer["id"] is None
+    assert error_of(answer)["code"] == -32001
+    assert RUNS["count"] == 0
+
+
+def test_attack_wrong_credentials(client, alice):
+    answer = post(client, req("secure.count"), **basic("alice", "guess"))
+    assert (answer["id"], error_of(answer)["code"]) == (None, -32001)
+    answer = post(client, req("secure.count"), url="/secure/token/", HTTP_AUTHORIZATION="Token " + "0" * 40)
+    assert (answer["id"], error_of(answer)["code"]) == (None, -32001)
+    assert RUNS["count"] == 0
+
+
+def test_attack_wrong_permission(client, alice):
+    assert error_of(post(client, req("secure.view_users"), **basic("alice", "alice-pw")))["code"] == -32003
+    assert error_of(post(client, req("secure.staff"), **basic("alice", "alice-pw")))["code"] == -32003
+
+
+def test_attack_denied_call_hidden_in_a_batch_fails_alone(client, alice):
+    answer = post(
+        client,
+        [req("secure.staff", id=1), req("public.echo", ["ok"], id=2)],
+        **basic("alice", "alice-pw"),
+    )
+    by_id = {a["id"]: a for a in answer}
+    assert error_of(by_id[1])["code"] == -32003
+    assert by_id[2]["result"] == "ok"
+    assert sorted(Call.objects.values_list("outcome", flat=True)) == ["error", "ok"]
+
+
+def test_attack_forged_csrf_on_a_session(alice):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    answer = post(browser, req("secure.count"))
+    assert answer["id"] is None
+    assert error_of(answer) == {"code": -32003, "message": "CSRF Failed: CSRF cookie not set."}
+    browser.cookies["csrftoken"] = "x" * 32
+    answer = post(browser, req("secure.count"), HTTP_X_CSRFTOKEN="y" * 32)
+    assert error_of(answer)["code"] == -32003
+    assert "CSRF Failed" in error_of(answer)["message"]
+    assert RUNS["count"] == 0
+
+
+# --- size, length and depth -----------------------------------------------------------
+
+
+def test_attack_oversize_body_is_refused_before_reading_it():
+    stream = Stream(size=LIMIT + 1)
+    answer = wsgi_post("/secure/", stream, content_length=LIMIT + 1)
+    assert answer["id"] is None
+    assert error_of(answer) == {
+        "code": -32600,
+        "message": "Invalid Request",
+        "data": "request body of %d bytes is over the limit of %d bytes" % (LIMIT + 1, LIMIT),
+    }
+    assert stream.read_bytes == 0
+
+
+def test_attack_ten_megabyte_string_param():
+    body = json.dumps(req("secure.count_one", ["A" * (10 * 1024 * 1024)])).encode()
+    stream = Stream(body, size=len(body))
+    answer = wsgi_post("/secure/", stream, content_length=len(body))
+    assert error_of(answer)["code"] == -32600
+    assert "over the limit of %d bytes" % LIMIT in error_of(answer)["data"]
+    assert stream.read_bytes == 0
+    assert RUNS["count"] == 0
+
+
+def test_attack_ten_megabyte_string_param_with_a_lying_content_length():
+    body = json.dumps(req("secure.count_one", ["A" * (10 * 1024 * 1024)])).encode()
+    stream = Stream(body, size=len(body))
+    answer = wsgi_post("/secure/", stream, content_length=None, **{"wsgi.input_terminated": True})
+    assert error_of(answer)["code"] == -32600
+    assert stream.read_bytes == LIMIT + 1
+    assert RUNS["count"] == 0
+
+
+def test_memory_stays_bounded_under_a_body_just_over_the_limit_and_a_huge_batch(client):
+    """The process answers both with the limit errors instead of holding or running them."""
+    filler = b" " * (LIMIT + 1 - len(b"[]"))
+    answer = post(client, b"[" + filler + b"]")
+    assert error_of(answer)["data"] == "request body of %d bytes is over the limit of %d bytes" % (LIMIT + 1, LIMIT)
+    batch = [{"jsonrpc": "2.0", "method": "secure.count"} for _ in range(10_000)]
+    answer = post(client, batch)
+    assert answer == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Invalid Request", "data": "batch of 10000 calls is over the limit of 1000"},
+        "id": None,
+    }
+    assert RUNS["count"] == 0
+    assert Call.objects.count() == 0
+    assert sorted(Envelope.objects.values_list("error_code", flat=True)) == [-32600, -32600]
+
+
+def test_attack_deep_nesting(client):
+    nested = "x"
+    for _ in range(100):
+        nested = [nested]
+    answer = post(client, req("public.echo", [nested]))
+    assert (answer["id"], error_of(answer)["code"]) == (None, -32600)
+    assert error_of(answer)["data"] == "JSON nested deeper than 64 levels"
+    answer = post(client, b"[" * 500_000 + b"]" * 500_000)
+    assert (answer["id"], error_of(answer)["code"]) == (None, -32600) or error_of(answer)["code"] == -32700
+    assert post(client, req("public.echo", ["still up"]))["result"] == "still up"
+
+
+def test_attack_huge_integer_literal(client):
+    body = b'{"jsonrpc":"2.0","method":"public.echo","params":[' + b"9" * 500_000 + b'],"id":1}'
+    answer = post(client, body)
+    assert (answer["id"], error_of(answer)["code"]) == (None, -32700)
+
+
+def test_attack_invalid_utf8(client):
+    for body in (
+        b'{"jsonrpc":"2.0","method":"public.echo","params":["\xff\xfe"],"id":1}',
+        b'{"jsonrpc":"2.0","method":"\xc0\xafetc","id":1}',
+        b"\xed\xa0\x80",
+    ):
+        answer = post(client, body)
+        assert answer == {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": None}
+
+
+# --- names --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "__class__",
+        "__init__",
+        "__dict__",
+        "__globals__",
+        "__builtins__",
+        "__import__",
+        "public.echo.__globals__",
+        "public.echo.__class__",
+        "_registry",
+        "registry.get",
+        "__proto__",
+        "constructor",
+        "os.system",
+        "eval",
+        "../public.echo",
+        "PUBLIC.ECHO",
+        " public.echo",
+        "public.echo\x00",
+        "",
+    ],
+)
+def test_attack_dunder_and_path_method_names(client, name):
+    answer = post(client, req(name, []))
+    assert error_of(answer) == {"code": -32601, "message": "Method not found"}
+    assert answer["id"] == 1
+
+
+@pytest.mark.parametrize("name", ["rpc.", "rpc.internal", "rpc.discover.__class__", "rpc.__init__"])
+def test_attack_calling_rpc_internals(client, name):
+    assert error_of(post(client, req(name)))["code"] == -32601
+
+
+def test_rpc_names_cannot_be_registered():
+    with pytest.raises(ValueError, match="reserved"):
+        MethodRegistry("attack").register(lambda: 1, name="rpc.discover")
+
+
+def test_attack_params_filling_the_context_argument(client):
+    answer = post(client, req("secure.whoami", {"context": {"user": "admin", "source": "cli"}}))
+    assert error_of(answer)["code"] == -32602
+    answer = post(client, req("secure.whoami", [{"user": "admin"}]))
+    assert error_of(answer)["code"] == -32602
+    answer = post(client, req("secure.echo_context", {"value": 1, "context": "forged"}))
+    assert answer["result"]["context_is_real"] is True
+
+
+def test_attack_params_that_do_not_bind_never_run_the_method(client):
+    for params in ([], [1, 2], {"y": 1}, {"x": 1, "y": 2}):
+        assert error_of(post(client, req("secure.count_one", params)))["code"] == -32602
+    assert RUNS["count"] == 0
+
+
+def test_attack_calling_a_disabled_method(client):
+    assert error_of(post(client, req("secure.disabled"))) == {"code": -32004, "message": "Method disabled"}
+    assert RUNS["count"] == 0
+
+
+# --- leaks --------------------------------------------------------------------------
+
+
+def test_no_exception_text_traceback_or_sql_in_responses(client):
+    for method in ("secure.boom", "secure.bad_sql", "secure.exploding_permission"):
+        response = client.generic("POST", "/secure/", json.dumps(req(method)), content_type="application/json")
+        assert json.loads(response.content)["error"] == {"code": -32603, "message": "Internal error"}
+        for leak in (b"Traceback", b"secret", b"SELECT", b"no_such_table", b"hunter2", b"RuntimeError", b"File "):
+            assert leak not in response.content
+    tracebacks = list(Call.objects.order_by("id").values_list("traceback", flat=True))
+    assert "secret internals" in tracebacks[0]
+    assert "no_such_table_xyz" in tracebacks[1]
+
+
+def test_exception_text_only_with_expose_exceptions(client, settings):
+    settings.JSONRPC = {"EXPOSE_EXCEPTIONS": True}
+    data = post(client, req("secure.boom"))["error"]["data"]
+    assert data["type"] == "RuntimeError"
+    assert "secret internals" in data["message"]
+    assert "Traceback" in data["traceback"]
+
+
+def test_sensitive_params_never_reach_the_log_in_plain_text(client):
+    post(client, req("secure.set_password", {"username": "alice", "password": "S3cr3t-pa55"}))
+    post(client, req("secure.set_password", ["bob", "S3cr3t-pa55"], id=2))
+    post(client, req("public.echo", [{"token": "S3cr3t-pa55"}], id=3))
+    for call in Call.objects.all():
+        assert "S3cr3t-pa55" not in json.dumps(call.params)
+        assert "S3cr3t-pa55" not in json.dumps(call.result)
+    for envelope in Envelope.objects.all():
+        assert "S3cr3t-pa55" not in envelope.request_body
+        assert "S3cr3t-pa55" not in envelope.response_body
+    named = Call.objects.get(request_id=1)
+    assert named.params["username"] == "alice"
+
+
+# PostgreSQL's text and jsonb cannot hold NUL or lone surrogates; until the
+# recorder replaces them, these envelopes are answered but not logged there.
+NOT_STORABLE_ON_POSTGRESQL = pytest.mark.xfail(
+    connection.vendor == "postgresql",
+    reason="recorder does not yet make NUL / lone surrogates storable in PostgreSQL (issue 3)",
+    strict=True,
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"jsonrpc": "2.0", "method": "public.echo\u0000", "id": 1}, marks=NOT_STORABLE_ON_POSTGRESQL),
+        pytest.param(
+            {"jsonrpc": "2.0", "method": "public.echo", "params": ["nul\u0000byte", {"k\u0000": 1}], "id": 1},
+            marks=NOT_STORABLE_ON_POSTGRESQL,
+        ),
+        {"jsonrpc": "2.0", "method": "x" * 100_000, "id": 1},
+    ],
+    ids=["nul-in-method", "nul-in-params", "100k-char-method"],
+)
+def test_hostile_strings_are_answered_and_logged(client, body):
+    answer = post(client, body)
+    assert answer["id"] == 1
+    assert Envelope.objects.count() == 1
+    assert Call.objects.count() == 1
+
+
+@NOT_STORABLE_ON_POSTGRESQL
+def test_lone_surrogates_are_answered_and_logged(client):
+    body = b'{"jsonrpc":"2.0","method":"public.echo","params":["\\ud800"],"id":1}'
+    answer = post(client, body)
+    assert answer["result"] == "\ud800"
+    assert Envelope.objects.count() == 1
+
+
+@pytest.mark.parametrize("verb", ["GET", "PUT", "DELETE", "PATCH"])
+def test_other_http_methods_are_refused_and_run_nothing(client, verb):
+    response = client.generic(verb, "/secure/?method=secure.count", json.dumps(req("secure.count")))
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    assert RUNS["count"] == 0
