@@ -27,9 +27,13 @@ DEFAULTS = {
     "LOG_MAX_VALUE_BYTES": 64 * 1024,
     # Include exception text and traceback in -32603 responses (development only).
     "EXPOSE_EXCEPTIONS": False,
-    # Hard limits against hostile input.
+    # Hard limits against hostile input, each answered with one -32600 error.
+    # Largest body read, in bytes (Django's DATA_UPLOAD_MAX_MEMORY_SIZE applies
+    # too when smaller); None: no limit of our own.
     "MAX_BODY_SIZE": 1024 * 1024,
+    # Most calls in one batch.
     "MAX_BATCH_SIZE": 1000,
+    # Deepest nesting of arrays and objects, the request object being level 1.
     "MAX_DEPTH": 64,
     # DRF policies of the endpoint; None means DRF's own defaults (REST_FRAMEWORK).
     "AUTHENTICATION_CLASSES": None,

@@ -72,9 +72,6 @@ def _too_large(limit, size=None):
     return dict(protocol.INVALID_REQUEST_OBJECT, data=message)
 
 
-_CHUNK = 64 * 1024
-
-
 def read_body(request, limit):
     """
     Return (body, error): the request body as bytes, or the error to answer.
@@ -111,7 +108,7 @@ def read_body(request, limit):
             chunks = []
             size = 0
             while size <= limit:
-                chunk = stream.read(min(_CHUNK, limit + 1 - size))
+                chunk = stream.read(limit + 1 - size)
                 if not chunk:
                     break
                 chunks.append(chunk)
