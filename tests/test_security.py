@@ -297,6 +297,20 @@ def test_exception_text_only_with_expose_exceptions(client, settings):
     assert "Traceback" in data["traceback"]
 
 
+def test_sensitive_params_never_reach_the_log_in_plain_text(client):
+    post(client, req("secure.set_password", {"username": "alice", "password": "S3cr3t-pa55"}))
+    post(client, req("secure.set_password", ["bob", "S3cr3t-pa55"], id=2))
+    post(client, req("public.echo", [{"token": "S3cr3t-pa55"}], id=3))
+    for call in Call.objects.all():
+        assert "S3cr3t-pa55" not in json.dumps(call.params)
+        assert "S3cr3t-pa55" not in json.dumps(call.result)
+    for envelope in Envelope.objects.all():
+        assert "S3cr3t-pa55" not in envelope.request_body
+        assert "S3cr3t-pa55" not in envelope.response_body
+    named = Call.objects.get(request_id=1)
+    assert named.params["username"] == "alice"
+
+
 # PostgreSQL's text and jsonb cannot hold NUL or lone surrogates; until the
 # recorder replaces them, these envelopes are answered but not logged there.
 NOT_STORABLE_ON_POSTGRESQL = pytest.mark.xfail(
