@@ -41,8 +41,16 @@ DEFAULTS = {
     "THROTTLE_CLASSES": None,
     # The "info" object of the OpenRPC document served by rpc.discover.
     "OPENRPC_INFO": {"title": "JSON-RPC API", "version": "1.0.0"},
-    # Directory of the call log's spool, used while the log database is unreachable.
+    # Directory of the call log's spool, used while the log database cannot be
+    # written (see jsonrpc_app.spool). None: BASE_DIR / "spool" when the project
+    # defines BASE_DIR, else "jsonrpc_app-spool" in the system's temp directory.
     "SPOOL_DIR": None,
+    # Seconds between replays of a non-empty spool by each process's background
+    # thread; None or 0: no thread, the next successful write replays it.
+    "SPOOL_FLUSH_INTERVAL": 5.0,
+    # Seconds after a connection failure during which envelopes go straight to
+    # the spool, so that clients do not wait on a database that is down.
+    "SPOOL_RETRY_DELAY": 1.0,
 }
 
 # Settings whose values are dotted paths to import.

@@ -13,9 +13,11 @@ replay, the CLI). It runs two steps, each usable on its own:
   and one bulk INSERT for its calls, on ``LOG_DATABASE``, never inside the
   caller's transaction where the database allows a second writer.
 
-Nothing here raises to the caller: a failure to build or write the log is
-reported on the ``jsonrpc_app`` logger at ERROR with the (redacted) envelope,
-and the client's answer stays what it was.
+Nothing here raises to the caller, and the client's answer stays what it
+was: rows the database cannot take go to the spool (``jsonrpc_app.spool``)
+and reach the log later; a failure to build the rows, or to write them
+anywhere, is reported on the ``jsonrpc_app`` logger at ERROR with the
+(redacted) envelope.
 """
 
 import datetime
@@ -29,9 +31,10 @@ from django.db import connections, transaction
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
-from . import protocol
+from . import protocol, spool
 from .conf import jsonrpc_settings
 from .encoding import json_default
+from .escaping import escape_body
 from .models import Call, Envelope, Outcome
 
 logger = logging.getLogger("jsonrpc_app")
@@ -102,12 +105,8 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
         return None
     if rows is None:
         return None
-    try:
-        write_rows(rows)
-    except Exception:
-        report_failure(rows)
-        return None
-    return rows.envelope
+    # Written, or spooled when the database cannot take it (jsonrpc_app.spool).
+    return spool.store(rows)
 
 
 def report_failure(rows):
@@ -233,7 +232,8 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
 
 def _text(value):
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "backslashreplace")
+        # Bad UTF-8 and NUL as \xHH escapes (see jsonrpc_app.escaping).
+        return escape_body(bytes(value))
     return value or ""
 
 

@@ -1,0 +1,203 @@
+"""
+How the call log stores what a database cannot hold, the same way on every
+database (SQLite, PostgreSQL, others), so that no value received makes the
+write fail and every escaped value can be read back exactly.
+
+Raw bodies (``Envelope.request_body`` / ``response_body``) are bytes that
+need not be UTF-8. They are stored as text where
+
+- each byte that is not part of valid UTF-8 is written ``\\xHH`` (two
+  lowercase hex digits), and so is NUL (``\\x00``), which PostgreSQL's text
+  type refuses;
+- a backslash that is followed by ``x`` is written ``\\x5c``, so that the
+  escape above is never ambiguous (JSON text never holds ``\\x``, so a body
+  that parsed is stored unchanged unless it held NUL or bad bytes).
+
+``unescape_body()`` gives the bytes back.
+
+Strings inside logged JSON values (params, result, error data, ids, object
+keys) and the other text columns (method, error message, traceback...):
+
+- NUL and lone surrogates (``"\\ud800"``, which no UTF-8 text can hold and
+  PostgreSQL's jsonb refuses) are written as the six characters ``\\u0000`` /
+  ``\\ud800``;
+- a backslash that is followed by ``u`` and four hex digits is written
+  ``\\u005c``, so that the escape above is never ambiguous.
+
+``unescape_text()`` (and ``unescape_json()`` for a whole value) gives the
+strings back.
+
+Numbers: integers of any size are stored as JSON numbers (PostgreSQL's jsonb
+keeps them exact). Finite floats are stored as JSON numbers; floats that
+jsonb would hand back as integers (1e308 reads back as ``10**308``) are
+written with a decimal point, so they read back as the same float. Infinite
+and NaN floats (a number beyond the range of a double, such as ``1e400``,
+is read as infinity before the log sees it) are stored as the strings
+``"Infinity"``, ``"-Infinity"`` and ``"NaN"``; the request body keeps the
+digits as they were sent.
+"""
+
+import json
+import math
+import re
+
+from django.db import models
+from django.db.models import Value
+from django.db.models.functions import Cast
+
+_BAD_TEXT = re.compile(r"[\x00\ud800-\udfff]|\\(?=u[0-9a-fA-F]{4})")
+_TEXT_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_BODY_ESCAPE = re.compile(rb"\\x([0-9a-f]{2})")
+_BODY_BACKSLASH_X = re.compile(rb"\\(?=x)")
+
+
+def _escape_char(match):
+    return "\\u%04x" % ord(match.group())
+
+
+def escape_text(value):
+    """Return ``value`` with NUL, lone surrogates and ``\\uXXXX`` look-alikes escaped."""
+    if _BAD_TEXT.search(value) is None:
+        return value
+    return _BAD_TEXT.sub(_escape_char, value)
+
+
+def unescape_text(value):
+    """Return the string ``escape_text()`` was given."""
+    return _TEXT_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), value)
+
+
+def escape_body(body):
+    """Return the bytes ``body`` (or a str) as storable text."""
+    if isinstance(body, str):
+        if _BAD_TEXT.search(body) is None and "\\x" not in body:
+            return body
+        body = body.encode("utf-8", "surrogatepass")
+    elif not body:
+        return ""
+    if b"\\x" in body:
+        # "\x41" becomes "\x5cx41": the backslash escaped, the rest kept.
+        body = _BODY_BACKSLASH_X.sub(b"\\\\x5c", body)
+    text = body.decode("utf-8", "backslashreplace")
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    return text
+
+
+def unescape_body(text):
+    """Return the bytes ``escape_body()`` was given."""
+    return _BODY_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8"))
+
+
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+# At and above this magnitude a float's shortest form has an exponent, which
+# PostgreSQL's numeric expands to an integer: 1e16 would read back as an int.
+_EXPONENT_FORM = 1e16
+
+
+def escape_json(value):
+    """Return a JSON value (from json.loads or the like) made storable."""
+    t = type(value)
+    if t is str:
+        return escape_text(value)
+    if t is int or t is bool or value is None:
+        return value
+    if t is float:
+        if value != value:
+            return "NaN"
+        if value in _NON_FINITE:
+            return _NON_FINITE[value]
+        return value
+    if t is list or t is tuple:
+        return [escape_json(v) for v in value]
+    if t is dict:
+        return {
+            (escape_text(k) if type(k) is str else k): escape_json(v) for k, v in value.items()
+        }
+    if isinstance(value, str):
+        return escape_text(str(value))
+    return value
+
+
+def unescape_json(value):
+    """Return the strings of a stored JSON value unescaped (numbers as stored)."""
+    t = type(value)
+    if t is str:
+        return unescape_text(value)
+    if t is list:
+        return [unescape_json(v) for v in value]
+    if t is dict:
+        return {unescape_text(k): unescape_json(v) for k, v in value.items()}
+    return value
+
+
+def _float_text(value):
+    text = repr(float(value))
+    if "e" not in text:
+        return text
+    # 1e+308 -> 1000...000.0: the same decimal value, without an exponent.
+    mantissa, _, exponent = text.partition("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    digits = mantissa.lstrip("-").replace(".", "")
+    point = len(mantissa.lstrip("-").partition(".")[0]) + int(exponent)
+    return "%s%s.0" % (sign, digits.ljust(point, "0"))
+
+
+def _has_exponent_float(value):
+    t = type(value)
+    if t is float:
+        return abs(value) >= _EXPONENT_FORM
+    if t is list:
+        return any(_has_exponent_float(v) for v in value)
+    if t is dict:
+        return any(_has_exponent_float(v) for v in value.values())
+    return False
+
+
+_MARK = "\x00float\x00"
+_MARKED = re.compile(r'"\\u0000float\\u0000(\d+)"')
+
+
+def dumps(value):
+    """Return ``value`` as JSON text with no float written in exponent form."""
+    floats = []
+
+    def mark(v):
+        t = type(v)
+        if t is float and abs(v) >= _EXPONENT_FORM:
+            floats.append(_float_text(v))
+            return "%s%d" % (_MARK, len(floats) - 1)
+        if t is list:
+            return [mark(i) for i in v]
+        if t is dict:
+            return {k: mark(i) for k, i in v.items()}
+        return v
+
+    text = json.dumps(mark(value), allow_nan=False, separators=(",", ":"))
+    return _MARKED.sub(lambda m: floats[int(m.group(1))], text)
+
+
+def db_json(value, connection):
+    """
+    Return what to hand a JSONField for ``value`` on ``connection``.
+
+    PostgreSQL's jsonb writes numbers back without an exponent, so a float of
+    1e16 or more would be read back as an int; such values are sent as JSON
+    text in which those floats carry a decimal point.
+    """
+    if connection.vendor != "postgresql" or not _has_exponent_float(value):
+        return value
+    return Cast(Value(dumps(value)), models.JSONField())
+
+
+def make_storable(instance):
+    """Escape, in place, every text and JSON value of a call-log model instance."""
+    for field in instance._meta.concrete_fields:
+        attname = field.attname
+        value = instance.__dict__.get(attname)
+        if value is None:
+            continue
+        if isinstance(field, models.JSONField):
+            instance.__dict__[attname] = escape_json(value)
+        elif type(value) is str:
+            instance.__dict__[attname] = escape_text(value)
