@@ -30,15 +30,13 @@ strings back.
 Numbers: integers of any size are stored as JSON numbers (PostgreSQL's jsonb
 keeps them exact). Finite floats are stored as JSON numbers; floats that
 jsonb would hand back as integers (1e308 reads back as ``10**308``) are
-written with a decimal point, so they read back as the same float. Infinite
-and NaN floats (a number beyond the range of a double, such as ``1e400``,
-is read as infinity before the log sees it) are stored as the strings
-``"Infinity"``, ``"-Infinity"`` and ``"NaN"``; the request body keeps the
-digits as they were sent.
+written with a decimal point, so they read back as the same float. A number
+beyond the range of a double (``1e400``) is read as infinity before the log
+sees it; like the answer, the log stores it as null, and the request body
+keeps the digits as they were sent.
 """
 
 import json
-import math
 import re
 
 from django.db import models
@@ -89,7 +87,6 @@ def unescape_body(text):
     return _BODY_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8"))
 
 
-_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 # At and above this magnitude a float's shortest form has an exponent, which
 # PostgreSQL's numeric expands to an integer: 1e16 would read back as an int.
 _EXPONENT_FORM = 1e16
@@ -103,11 +100,8 @@ def escape_json(value):
     if t is int or t is bool or value is None:
         return value
     if t is float:
-        if value != value:
-            return "NaN"
-        if value in _NON_FINITE:
-            return _NON_FINITE[value]
-        return value
+        # Infinity and NaN: null, as the answer writes them.
+        return value if value - value == 0.0 else None
     if t is list or t is tuple:
         return [escape_json(v) for v in value]
     if t is dict:
@@ -190,8 +184,18 @@ def db_json(value, connection):
     return Cast(Value(dumps(value)), models.JSONField())
 
 
+# Text columns that hold raw bodies, stored with escape_body()'s rules.
+BODY_FIELDS = frozenset({"request_body", "response_body"})
+_NUL_OR_SURROGATE = re.compile(r"[\x00\ud800-\udfff]")
+
+
 def make_storable(instance):
-    """Escape, in place, every text and JSON value of a call-log model instance."""
+    """
+    Escape, in place, every text and JSON value of a call-log model instance.
+
+    Body columns are expected to hold ``escape_body()`` text already; one that
+    still holds NUL or a surrogate is escaped here with the body rules.
+    """
     for field in instance._meta.concrete_fields:
         attname = field.attname
         value = instance.__dict__.get(attname)
@@ -200,4 +204,8 @@ def make_storable(instance):
         if isinstance(field, models.JSONField):
             instance.__dict__[attname] = escape_json(value)
         elif type(value) is str:
-            instance.__dict__[attname] = escape_text(value)
+            if attname in BODY_FIELDS:
+                if _NUL_OR_SURROGATE.search(value) is not None:
+                    instance.__dict__[attname] = escape_body(value)
+            else:
+                instance.__dict__[attname] = escape_text(value)

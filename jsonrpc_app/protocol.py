@@ -236,6 +236,24 @@ def dumps(value, default=None):
             raise
     # Integers beyond 64 bits and lone surrogates: the standard library
     # writes both (the latter as \\u escapes).
-    return json.dumps(
-        value, default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True
-    ).encode()
+    try:
+        return json.dumps(
+            value, default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True
+        ).encode()
+    except ValueError:
+        # A non-finite float next to them: null, as orjson writes it.
+        return json.dumps(
+            _finite(value), default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True
+        ).encode()
+
+
+def _finite(value):
+    """Return ``value`` with every non-finite float replaced by None."""
+    t = type(value)
+    if t is float:
+        return value if value - value == 0.0 else None
+    if t is list or t is tuple:
+        return [_finite(v) for v in value]
+    if t is dict:
+        return {k: _finite(v) for k, v in value.items()}
+    return value
