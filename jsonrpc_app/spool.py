@@ -129,6 +129,10 @@ def store(rows, using=None):
         with _db_values(calls, connections[using]):
             recorder.write_rows(rows, using)
     except Exception as exc:
+        if using not in state.failing or not isinstance(exc, UNREACHABLE):
+            # The first failure of an outage, and every one that is about
+            # what was sent: at ERROR, with the (redacted) envelope.
+            recorder.report_failure(rows)
         _failed(using, exc)
         _spool(rows, using, exc)
         return None
@@ -142,11 +146,12 @@ def store(rows, using=None):
 
 
 def _failed(using, exc):
-    """Note a failed write and leave the connection usable for the next one."""
+    """
+    Note a failed write and leave the connection usable for the next one:
+    a connection that failed to open or broke is closed, and for
+    SPOOL_RETRY_DELAY seconds envelopes go straight to the spool.
+    """
     state = _current()
-    unreachable = isinstance(exc, UNREACHABLE)
-    if unreachable:
-        state.retry_at[using] = time.monotonic() + (jsonrpc_settings.SPOOL_RETRY_DELAY or 0)
     if using not in state.failing:
         state.failing.add(using)
         logger.warning(
@@ -156,16 +161,28 @@ def _failed(using, exc):
             str(exc).strip()[:500],
             spool_dir(),
         )
-    conn = connections[using]
+    try:
+        conn = connections[using]
+    except Exception:
+        return
     if conn.in_atomic_block or (conn.connection is not None and not conn.autocommit):
         # The caller's transaction owns this connection; it deals with the error.
         return
-    try:
-        if unreachable or (conn.connection is not None and not conn.is_usable()):
-            conn.close()
-    except Exception:
-        # close() forgets the connection even when closing it fails.
-        pass
+    if conn.connection is None:
+        unreachable = isinstance(exc, UNREACHABLE)  # could not connect
+    else:
+        try:
+            unreachable = not conn.is_usable()
+        except Exception:
+            unreachable = True
+        if unreachable:
+            try:
+                conn.close()
+            except Exception:
+                pass  # close() forgets the connection even when closing it fails
+    delay = jsonrpc_settings.SPOOL_RETRY_DELAY
+    if unreachable and delay:
+        state.retry_at[using] = time.monotonic() + delay
 
 
 def _jsonable(value):

@@ -65,6 +65,19 @@ DATABASES = {
     )
 }
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several workers (gunicorn -w 4) write the call log at once: WAL lets
+    # readers run beside the one writer, IMMEDIATE takes the write lock at
+    # BEGIN (where the busy timeout applies, so no "database is locked" from
+    # a lock upgrade), and a writer waits up to 10 s for the lock.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"init_command": "PRAGMA journal_mode=WAL", "transaction_mode": "IMMEDIATE", "timeout": 10}
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A database that does not answer costs a request at most this many
+    # seconds before its call log goes to the spool (jsonrpc_app.spool).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 3)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -94,6 +107,9 @@ JSONRPC = {
         "version": "1.0.0",
         "description": "The JSON-RPC 2.0 specification's example methods, served by jsonrpc_app.",
     },
+    # Where the call log waits while its database cannot be written; unset:
+    # BASE_DIR / "spool".
+    "SPOOL_DIR": os.environ.get("JSONRPC_SPOOL_DIR") or None,
 }
 
 LOGGING = {

@@ -3,6 +3,16 @@ import json
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _spool_per_test(settings, tmp_path):
+    """Give each test its own call-log spool, replayed inline (no background thread)."""
+    settings.JSONRPC = {
+        **getattr(settings, "JSONRPC", {}),
+        "SPOOL_DIR": str(tmp_path / "jsonrpc-spool"),
+        "SPOOL_FLUSH_INTERVAL": None,
+    }
+
+
 @pytest.fixture
 def rpc(client):
     """POST a body (bytes, str, or anything JSON-able) to /rpc/ and return the response."""

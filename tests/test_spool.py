@@ -115,7 +115,7 @@ def test_answer_is_unchanged_and_envelope_spooled_when_log_database_is_unreachab
     (active,) = spool_dir.glob("*" + spool.ACTIVE)
     assert "-%d-" % os.getpid() in active.name
     assert active.read_bytes().count(b"\n") == 2
-    assert Envelope.objects.count() == 0
+    assert Envelope.objects.using("default").count() == 0
     assert spool.status(spool_dir).pending == 2
 
 
