@@ -1,0 +1,393 @@
+"""
+The call log in the Django admin: read-only changelists of envelopes and of
+calls, with the calls of an envelope inline, JSON pretty-printed and links
+both ways.
+
+Nobody adds or changes log rows here; deleting them takes the model's delete
+permission. Every list and page runs a fixed number of queries however many
+rows the log holds: users are shown from the name logged with each row, and
+filter choices come from bounded queries.
+
+Extend by subclassing ``EnvelopeAdmin`` / ``CallAdmin`` (or re-registering
+them): ``LogAdmin`` holds what both share.
+"""
+
+import json
+
+from django.contrib import admin
+from django.contrib.admin.templatetags.admin_list import _boolean_icon
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
+
+from .models import Call, Envelope, Outcome
+
+# Filter sidebars list at most this many values (a client can invent method names).
+MAX_FILTER_CHOICES = 100
+
+
+def pretty_json(value):
+    """Return ``value`` (a JSON-native value) as pretty-printed HTML."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return format_html('<pre class="jsonrpc-json">{}</pre>', text)
+
+
+def pretty_json_text(text):
+    """Return a stored JSON text pretty-printed, or as it is when it is not JSON."""
+    if not text:
+        return "-"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return format_html('<pre class="jsonrpc-json">{}</pre>', text)
+    return pretty_json(value)
+
+
+def _admin_url(obj, action="change"):
+    opts = obj._meta
+    return reverse("admin:%s_%s_%s" % (opts.app_label, opts.model_name, action), args=[obj.pk])
+
+
+# -- filters --------------------------------------------------------------------
+
+
+class _BoundedValuesFilter(admin.SimpleListFilter):
+    """Choices are the distinct values of a Call column, at most MAX_FILTER_CHOICES."""
+
+    column = None
+
+    def lookups(self, request, model_admin):
+        values = (
+            Call._default_manager.exclude(**{"%s__isnull" % self.column: True})
+            .order_by(self.column)
+            .values_list(self.column, flat=True)
+            .distinct()[:MAX_FILTER_CHOICES]
+        )
+        return [(str(v), str(v) if v != "" else _("(none)")) for v in values]
+
+    def call_filter(self, value):
+        return {self.column: value}
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if queryset.model is Call:
+            return queryset.filter(**self.call_filter(value))
+        return queryset.filter(pk__in=Call._default_manager.filter(**self.call_filter(value)).values("envelope_id"))
+
+
+class MethodFilter(_BoundedValuesFilter):
+    title = _("method")
+    parameter_name = "method"
+    column = "method"
+
+
+class UserFilter(admin.SimpleListFilter):
+    """The users found in the log, by the name logged with them (no join, any database)."""
+
+    title = _("user")
+    parameter_name = "user"
+
+    def lookups(self, request, model_admin):
+        rows = (
+            model_admin.model._default_manager.filter(user_id__isnull=False)
+            .order_by("username", "user_id")
+            .values_list("user_id", "username")
+            .distinct()[:MAX_FILTER_CHOICES]
+        )
+        return [(str(pk), name or "#%s" % pk) for pk, name in rows]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == "":
+            return queryset.filter(user_id__isnull=True)
+        try:
+            return queryset.filter(user_id=int(value))
+        except ValueError:
+            return queryset.none()
+
+
+class ErrorCodeFilter(admin.SimpleListFilter):
+    title = _("error code")
+    parameter_name = "error_code"
+
+    def lookups(self, request, model_admin):
+        codes = (
+            model_admin.model._default_manager.filter(error_code__isnull=False)
+            .order_by("error_code")
+            .values_list("error_code", flat=True)
+            .distinct()[:MAX_FILTER_CHOICES]
+        )
+        return [(str(c), str(c)) for c in codes]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        try:
+            return queryset.filter(error_code=int(value))
+        except ValueError:
+            return queryset.none()
+
+
+class EnvelopeOutcomeFilter(admin.SimpleListFilter):
+    title = _("outcome")
+    parameter_name = "outcome"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("ok", _("OK")),
+            ("error", _("With errors")),
+            ("invalid", _("Rejected as a whole")),
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == "ok":
+            return queryset.filter(error_count=0, error_code__isnull=True)
+        if value == "error":
+            return queryset.exclude(error_count=0, error_code__isnull=True)
+        if value == "invalid":
+            return queryset.filter(error_code__isnull=False)
+        return queryset
+
+
+# -- the changelists -------------------------------------------------------------
+
+
+class LogAdmin(admin.ModelAdmin):
+    """What the log's admins share: read-only, bounded queries, no full count."""
+
+    date_hierarchy = "created_at"
+    list_per_page = 50
+    # The unfiltered total is a second COUNT(*) over a table of millions of rows.
+    show_full_result_count = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("user"), ordering="username")
+    def user_display(self, obj):
+        return obj.username or (("#%s" % obj.user_id) if obj.user_id else "-")
+
+    @admin.display(description=_("duration (ms)"), ordering="duration_ms")
+    def duration(self, obj):
+        return "%.2f" % obj.duration_ms
+
+
+class CallInline(admin.TabularInline):
+    """The calls of an envelope, in their order, each linked to its own page."""
+
+    model = Call
+    fk_name = "envelope"
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    ordering = ["position"]
+    fields = ["position", "method", "request_id_display", "outcome_display", "error_code", "error_message", "duration_ms"]
+    readonly_fields = fields
+    verbose_name_plural = _("calls")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("request id"))
+    def request_id_display(self, obj):
+        return _request_id(obj)
+
+    @admin.display(description=_("outcome"))
+    def outcome_display(self, obj):
+        return _outcome(obj.outcome)
+
+
+def _request_id(call):
+    if call.is_notification:
+        return _("(notification)")
+    # JSON, so that "1" and 1 read differently.
+    return json.dumps(call.request_id, ensure_ascii=False)
+
+
+def _outcome(outcome):
+    return format_html("{} {}", _boolean_icon(outcome == Outcome.OK), Outcome(outcome).label)
+
+
+@admin.register(Envelope)
+class EnvelopeAdmin(LogAdmin):
+    list_display = [
+        "received",
+        "kind",
+        "outcome_display",
+        "error_code",
+        "call_count",
+        "error_count",
+        "duration",
+        "user_display",
+        "source",
+        "http_status",
+        "remote_addr",
+    ]
+    list_filter = [EnvelopeOutcomeFilter, MethodFilter, ErrorCodeFilter, "source", "is_batch", UserFilter]
+    search_fields = ["request_body", "username", "endpoint"]
+    inlines = [CallInline]
+    fieldsets = [
+        (None, {"fields": [
+            "uid", "created_at", "source", "endpoint", "kind", "outcome_display", "error",
+            "http_status", "duration", "calls_link",
+        ]}),
+        (_("Caller"), {"fields": ["user_link", "username", "remote_addr", "user_agent"]}),
+        (_("Replay"), {"fields": ["replay_of_link", "replays_links"]}),
+        (_("Request"), {"fields": ["request_pretty"]}),
+        (_("Response"), {"fields": ["response_pretty"]}),
+    ]
+    readonly_fields = [
+        "uid", "created_at", "source", "endpoint", "kind", "outcome_display", "error",
+        "http_status", "duration", "calls_link", "user_link", "username", "remote_addr",
+        "user_agent", "replay_of_link", "replays_links", "request_pretty", "response_pretty",
+    ]
+
+    @admin.display(description=_("received at"), ordering="created_at")
+    def received(self, obj):
+        return obj.created_at
+
+    @admin.display(description=_("kind"), ordering="is_batch")
+    def kind(self, obj):
+        return _("batch") if obj.is_batch else _("single")
+
+    @admin.display(description=_("outcome"))
+    def outcome_display(self, obj):
+        return _outcome(obj.outcome)
+
+    @admin.display(description=_("error"))
+    def error(self, obj):
+        if obj.error_code is None:
+            return "-"
+        return "%s %s" % (obj.error_code, obj.error_message)
+
+    @admin.display(description=_("calls"))
+    def calls_link(self, obj):
+        url = reverse("admin:jsonrpc_app_call_changelist") + "?envelope__id__exact=%s" % obj.pk
+        return format_html('<a href="{}">{} ({} {})</a>', url, _("Calls of this envelope"), obj.call_count, _("in all"))
+
+    @admin.display(description=_("user"))
+    def user_link(self, obj):
+        if obj.user_id is None:
+            return "-"
+        try:
+            url = reverse("admin:%s_%s_change" % (
+                Envelope.user.field.related_model._meta.app_label,
+                Envelope.user.field.related_model._meta.model_name,
+            ), args=[obj.user_id])
+        except Exception:
+            return obj.username or "#%s" % obj.user_id
+        return format_html('<a href="{}">{}</a>', url, obj.username or "#%s" % obj.user_id)
+
+    @admin.display(description=_("replay of"))
+    def replay_of_link(self, obj):
+        if obj.replay_of_id is None:
+            return "-"
+        url = reverse("admin:jsonrpc_app_envelope_change", args=[obj.replay_of_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.replay_of_id)
+
+    @admin.display(description=_("replayed as"))
+    def replays_links(self, obj):
+        pks = list(obj.replays.order_by("-created_at").values_list("pk", flat=True)[:20])
+        if not pks:
+            return "-"
+        return format_html_join(
+            ", ", '<a href="{}">#{}</a>',
+            ((reverse("admin:jsonrpc_app_envelope_change", args=[pk]), pk) for pk in pks),
+        )
+
+    @admin.display(description=_("request body"))
+    def request_pretty(self, obj):
+        return pretty_json_text(obj.request_body)
+
+    @admin.display(description=_("response body"))
+    def response_pretty(self, obj):
+        return pretty_json_text(obj.response_body)
+
+
+@admin.register(Call)
+class CallAdmin(LogAdmin):
+    list_display = [
+        "received",
+        "method_display",
+        "outcome_display",
+        "error_code",
+        "request_id_display",
+        "duration",
+        "user_display",
+        "source",
+        "envelope_link",
+    ]
+    list_filter = [MethodFilter, "outcome", ErrorCodeFilter, "source", UserFilter, "is_notification"]
+    search_fields = ["method", "request_id", "params"]
+    fieldsets = [
+        (None, {"fields": [
+            "envelope_link", "position", "created_at", "method", "request_id_display",
+            "outcome_display", "duration", "username", "source",
+        ]}),
+        (_("Params"), {"fields": ["params_pretty"]}),
+        (_("Result"), {"fields": ["result_pretty"]}),
+        (_("Error"), {"fields": ["error_code", "error_message", "error_data_pretty", "traceback_pre"]}),
+    ]
+    readonly_fields = [
+        "envelope_link", "position", "created_at", "method", "request_id_display",
+        "outcome_display", "duration", "username", "source", "params_pretty",
+        "result_pretty", "error_code", "error_message", "error_data_pretty", "traceback_pre",
+    ]
+
+    @admin.display(description=_("received at"), ordering="created_at")
+    def received(self, obj):
+        return obj.created_at
+
+    @admin.display(description=_("method"), ordering="method")
+    def method_display(self, obj):
+        return obj.method or _("(invalid request)")
+
+    @admin.display(description=_("request id"))
+    def request_id_display(self, obj):
+        return _request_id(obj)
+
+    @admin.display(description=_("outcome"), ordering="outcome")
+    def outcome_display(self, obj):
+        return _outcome(obj.outcome)
+
+    @admin.display(description=_("envelope"), ordering="envelope_id")
+    def envelope_link(self, obj):
+        url = reverse("admin:jsonrpc_app_envelope_change", args=[obj.envelope_id])
+        return format_html('<a href="{}">#{} ({} {})</a>', url, obj.envelope_id, _("position"), obj.position)
+
+    @admin.display(description=_("params"))
+    def params_pretty(self, obj):
+        return pretty_json(obj.params)
+
+    @admin.display(description=_("result"))
+    def result_pretty(self, obj):
+        if obj.outcome != Outcome.OK:
+            return "-"
+        return pretty_json(obj.result)
+
+    @admin.display(description=_("error data"))
+    def error_data_pretty(self, obj):
+        if obj.error_data is None:
+            return "-"
+        return pretty_json(obj.error_data)
+
+    @admin.display(description=_("traceback"))
+    def traceback_pre(self, obj):
+        if not obj.traceback:
+            return "-"
+        return format_html('<pre class="jsonrpc-traceback">{}</pre>', obj.traceback)
