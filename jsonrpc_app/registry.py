@@ -60,7 +60,7 @@ class Method:
         # hidden: callable, but left out of rpc.discover and, for users who
         # are not superusers, of the admin's method browser.
         self.hidden = hidden
-        # enabled=False: still registered (and listed), but every call is
+        # enabled=False: still registered (left out of rpc.discover), but every call is
         # answered -32004 Method disabled.
         self.enabled = enabled
         self.binder = Binder(func, context_type=CallContext, params_serializer=params_serializer)

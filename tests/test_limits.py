@@ -331,3 +331,93 @@ def test_nesting_too_deep_for_any_decoder_is_a_parse_error_not_a_crash(client):
         assert answer["id"] is None
         assert answer["error"]["code"] in (-32700, -32600)
     assert json.loads(client.generic("POST", "/secure/", ECHO, content_type="application/json").content)["result"] == "hi"
+
+
+# --- a real server: gunicorn de-chunks bodies and terminates its input ---------------
+
+
+@pytest.fixture(scope="module")
+def gunicorn_server(tmp_path_factory):
+    """gunicorn serving the test project on a free port, with its own migrated SQLite file."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    db = tmp_path_factory.mktemp("gunicorn") / "db.sqlite3"
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        DATABASE_URL="sqlite:///%s" % db,
+        PYTHONPATH=root,
+    )
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=root, env=env, check=True
+    )
+    log = tmp_path_factory.mktemp("gunicorn-log") / "err.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(
+            [
+                os.path.join(os.path.dirname(sys.executable), "gunicorn"),
+                "-b", "127.0.0.1:0", "-w", "1", "--timeout", "30",
+                "project.wsgi:application",
+            ],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        port = None
+        for _ in range(200):  # up to 20 s to start
+            match = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", log.read_text())
+            if match:
+                port = int(match.group(1))
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert port, log.read_text()
+        yield port, db
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def chunked_post(port, chunks, path="/rpc/"):
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(
+            "POST", path, body=iter(chunks), encode_chunked=True,
+            headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        )
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_gunicorn_chunked_body_is_read_answered_and_logged(gunicorn_server):
+    import sqlite3
+
+    port, db = gunicorn_server
+    body = b'{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":"chunked"}'
+    status, content = chunked_post(port, [body[:7], body[7:30], body[30:]])
+    assert status == 200
+    assert json.loads(content) == {"jsonrpc": "2.0", "result": 19, "id": "chunked"}
+    with sqlite3.connect(db) as conn:
+        stored = [row[0] for row in conn.execute("SELECT request_body FROM jsonrpc_app_envelope")]
+    assert body.decode() in stored
+
+
+@pytest.mark.slow
+def test_gunicorn_chunked_body_over_the_limit_is_cut_off(gunicorn_server):
+    port, _db = gunicorn_server
+    status, content = chunked_post(port, [b" " * 65536] * 20)
+    assert status == 200
+    assert too_large(json.loads(content))

@@ -353,3 +353,36 @@ def test_other_http_methods_are_refused_and_run_nothing(client, verb):
     assert response.status_code == 405
     assert response["Allow"] == "POST"
     assert RUNS["count"] == 0
+
+
+def test_hidden_and_disabled_methods_are_not_discoverable_but_hidden_is_callable(client):
+    document = post(client, req("rpc.discover"))["result"]
+    names = {m["name"] for m in document["methods"]}
+    assert "public.echo" in names
+    assert "secure.hidden" not in names
+    assert "secure.disabled" not in names
+    assert post(client, req("secure.hidden"))["result"] == "still callable"
+
+
+@pytest.mark.parametrize(
+    "content_type, body",
+    [
+        ("multipart/form-data; boundary=xyz", b'{"jsonrpc":"2.0","method":"secure.count","id":1}'),
+        ("multipart/form-data", b"--\r\n\r\n"),
+        ("application/x-www-form-urlencoded", b"&".join(b"a=%d" % i for i in range(5000))),
+    ],
+    ids=["json-as-multipart", "multipart-without-boundary", "too-many-form-fields"],
+)
+def test_attack_form_content_types_on_a_session_call(alice, content_type, body):
+    # The CSRF check of a session call reads form bodies as forms: a body that is no
+    # valid form is refused with a JSON-RPC error, never a 500, and nothing runs.
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    # With the cookie set, the check goes on to look for the token in the form.
+    browser.cookies["csrftoken"] = "k" * 32
+    response = browser.generic("POST", "/secure/", body, content_type=content_type)
+    assert response.status_code == 200
+    answer = json.loads(response.content)
+    assert answer["id"] is None
+    assert answer["error"]["code"] in (-32600, -32003)
+    assert RUNS["count"] == 0
