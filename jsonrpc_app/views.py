@@ -24,7 +24,7 @@ from rest_framework.settings import api_settings
 from . import dispatch, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
-from .exceptions import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError
+from .exceptions import INTERNAL_ERROR, INVALID_REQUEST, THROTTLED, JsonRpcError
 
 _perf = time.perf_counter
 
@@ -226,6 +226,11 @@ class JsonRpcView(View):
             http = HttpResponse(status=204)
         else:
             http = HttpResponse(answer.content, content_type="application/json")
+            if error is not None and error.get("code") == THROTTLED:
+                # The endpoint's throttle refused the whole request: say when to retry, as DRF does.
+                wait = (error.get("data") or {}).get("wait")
+                if wait is not None:
+                    http["Retry-After"] = "%d" % wait
         return http
 
     def dispatch(self, request, *args, **kwargs):

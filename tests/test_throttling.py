@@ -120,3 +120,15 @@ def test_endpoint_throttle_counts_per_client_address(client):
         post(client, "/secure/throttled/", req("public.echo", [1]), REMOTE_ADDR="10.0.0.1")["error"]
     )
     assert post(client, "/secure/throttled/", req("public.echo", [1]), REMOTE_ADDR="10.0.0.2")["result"] == 1
+
+
+def test_endpoint_throttle_sends_retry_after_and_method_throttle_does_not(client):
+    client.generic("POST", "/secure/throttled/", json.dumps(req("public.echo", [1])), content_type="application/json")
+    response = client.generic("POST", "/secure/throttled/", json.dumps(req("public.echo", [1])), content_type="application/json")
+    wait = json.loads(response.content)["error"]["data"]["wait"]
+    assert response["Retry-After"] == str(wait)
+    for _ in range(3):
+        response = client.generic("POST", "/secure/", json.dumps(req("secure.throttled")), content_type="application/json")
+    assert json.loads(response.content)["error"]["code"] == THROTTLED
+    # Other calls of the same batch may have succeeded: no header for one call.
+    assert not response.has_header("Retry-After")
