@@ -34,7 +34,6 @@ import json
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
-from django.db import connection
 from django.test import Client
 
 from jsonrpc_app import MethodRegistry
@@ -311,23 +310,11 @@ def test_sensitive_params_never_reach_the_log_in_plain_text(client):
     assert named.params["username"] == "alice"
 
 
-# PostgreSQL's text and jsonb cannot hold NUL or lone surrogates; until the
-# recorder replaces them, these envelopes are answered but not logged there.
-NOT_STORABLE_ON_POSTGRESQL = pytest.mark.xfail(
-    connection.vendor == "postgresql",
-    reason="recorder does not yet make NUL / lone surrogates storable in PostgreSQL (issue 3)",
-    strict=True,
-)
-
-
 @pytest.mark.parametrize(
     "body",
     [
-        pytest.param({"jsonrpc": "2.0", "method": "public.echo\u0000", "id": 1}, marks=NOT_STORABLE_ON_POSTGRESQL),
-        pytest.param(
-            {"jsonrpc": "2.0", "method": "public.echo", "params": ["nul\u0000byte", {"k\u0000": 1}], "id": 1},
-            marks=NOT_STORABLE_ON_POSTGRESQL,
-        ),
+        {"jsonrpc": "2.0", "method": "public.echo\u0000", "id": 1},
+        {"jsonrpc": "2.0", "method": "public.echo", "params": ["nul\u0000byte", {"k\u0000": 1}], "id": 1},
         {"jsonrpc": "2.0", "method": "x" * 100_000, "id": 1},
     ],
     ids=["nul-in-method", "nul-in-params", "100k-char-method"],
@@ -339,7 +326,6 @@ def test_hostile_strings_are_answered_and_logged(client, body):
     assert Call.objects.count() == 1
 
 
-@NOT_STORABLE_ON_POSTGRESQL
 def test_lone_surrogates_are_answered_and_logged(client):
     body = b'{"jsonrpc":"2.0","method":"public.echo","params":["\\ud800"],"id":1}'
     answer = post(client, body)
