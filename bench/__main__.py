@@ -1,0 +1,253 @@
+"""
+Run the whole benchmark and print its tables (``make bench``).
+
+    python -m bench [--rounds 5] [--http-rounds 3] [--budget 0.4] [--duration 3]
+                    [--no-http] [--no-inprocess]
+
+Each target runs in a fresh process per round, and rounds are interleaved
+(bare, bare-orjson, app, app-log, modern-rpc, then again), so that a
+disturbance on this shared machine hits every target alike; each figure is the
+median of the rounds, and ratios are taken within the same run.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import django
+
+from .workloads import BATCH, LABELS, TARGETS, WORKLOADS
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+HTTP_WORKLOADS = ("single", "batch")
+
+
+def log_database():
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        return "SQLite (WAL, synchronous=NORMAL)"
+    return "%s (DATABASE_URL)" % url.split(":", 1)[0]
+
+
+def machine():
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import rest_framework
+
+    return "%s, %d cores, %s, Python %s, Django %s, DRF %s" % (
+        cpu,
+        os.cpu_count() or 0,
+        platform.platform(terse=True),
+        platform.python_version(),
+        django.get_version(),
+        rest_framework.VERSION,
+    )
+
+
+def run_json(args, env, timeout):
+    out = subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit("bench: %s failed (exit %s)" % (" ".join(args), out.returncode))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def prepare(env):
+    results = Path(env["BENCH_RESULTS_DIR"])
+    results.mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("DATABASE_URL"):
+        for suffix in ("", "-wal", "-shm"):
+            (results / ("bench.sqlite3" + suffix)).unlink(missing_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "--noinput", "-v0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+
+
+def ratio(a, b):
+    return "%.2f×" % (a / b) if a and b else "–"
+
+
+def spread(values):
+    med = statistics.median(values)
+    return "±%.0f%%" % ((max(values) - min(values)) / 2 / med * 100) if med else "–"
+
+
+def inprocess_table(rounds):
+    lines = [
+        "| workload | target | µs per call | spread | × bare | × modern-rpc |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    medians = {}
+    for name, (label, *_rest) in WORKLOADS.items():
+        for target in TARGETS:
+            values = [r[target]["us"][name] for r in rounds]
+            medians[target, name] = statistics.median(values)
+        for target in TARGETS:
+            m = medians[target, name]
+            lines.append(
+                "| %s | %s | %.2f | %s | %s | %s |"
+                % (label, LABELS[target], m, spread([r[target]["us"][name] for r in rounds]),
+                   ratio(m, medians["bare", name]), ratio(m, medians["modern-rpc", name]))
+            )
+    return "\n".join(lines), medians
+
+
+def http_table(rounds):
+    lines = [
+        "| workload | target | req/s | p50 ms | p99 ms | × bare req/s | × modern-rpc req/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    medians = {}
+    for name in HTTP_WORKLOADS:
+        label = WORKLOADS[name][0].replace(", per call", "")
+        for target in TARGETS:
+            runs = [r[target]["http"][name] for r in rounds]
+            medians[target, name] = {
+                key: statistics.median(run[key] for run in runs) for key in ("rps", "p50_us", "p99_us")
+            }
+            medians[target, name]["errors"] = sum(run["errors"] + run["non_2xx"] for run in runs)
+        for target in TARGETS:
+            m = medians[target, name]
+            lines.append(
+                "| %s | %s | %.0f | %.2f | %.2f | %s | %s |%s"
+                % (label, LABELS[target], m["rps"], m["p50_us"] / 1000, m["p99_us"] / 1000,
+                   ratio(m["rps"], medians["bare", name]["rps"]),
+                   ratio(m["rps"], medians["modern-rpc", name]["rps"]),
+                   " %d errors" % m["errors"] if m["errors"] else "")
+            )
+    return "\n".join(lines), medians
+
+
+def verdicts(us, http):
+    """The targets of issue 6, checked against this run."""
+    out = []
+
+    def check(text, value, limit, ok):
+        out.append("- [%s] %s: %.2f (target %s)" % ("x" if ok else " ", text, value, limit))
+
+    if us:
+        r = us["app", "single"] / us["bare", "single"]
+        check("single call, logging off, × bare", r, "≤ 1.10", r <= 1.10)
+        r = us["app", "batch"] / us["bare", "batch"]
+        check("batch of %d, logging off, × bare per call" % BATCH, r, "≤ 1.25", r <= 1.25)
+        r = us["app-log", "batch"] / us["app", "batch"]
+        check("batch of %d, logging on × logging off" % BATCH, r, "≤ 3", r <= 3)
+        slower = [n for n in WORKLOADS if us["app", n] >= us["modern-rpc", n]]
+        worst = max(us["app", n] / us["modern-rpc", n] for n in WORKLOADS)
+        check("in-process, logging off, worst row × modern-rpc", worst, "< 1 on every row", not slower)
+    if http:
+        r = http["app", "batch"]["rps"] / http["bare", "batch"]["rps"]
+        check("HTTP batch of %d, logging off, × bare req/s" % BATCH, r, "≥ 0.85", r >= 0.85)
+        worst = min(http["app", n]["rps"] / http["modern-rpc", n]["rps"] for n in HTTP_WORKLOADS)
+        check("HTTP, logging off, worst row × modern-rpc req/s", worst, "> 1 on every row", worst > 1)
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--rounds", type=int, default=5, help="in-process rounds")
+    parser.add_argument("--budget", type=float, default=0.4, help="seconds timed per workload and round")
+    parser.add_argument("--http-rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=3, help="seconds of wrk load per workload and round")
+    parser.add_argument("--no-http", action="store_true")
+    parser.add_argument("--no-inprocess", action="store_true")
+    args = parser.parse_args(argv)
+
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings")
+    env.setdefault("BENCH_RESULTS_DIR", str(HERE / "results"))
+    middleware = env.get("BENCH_MIDDLEWARE", "none")
+    started = time.time()
+    prepare(env)
+
+    header = [
+        "Machine: %s; load average at start %.2f." % (machine(), os.getloadavg()[0]),
+        "Settings: bench.settings, the same for every target: MIDDLEWARE = %s, DEBUG = False, "
+        "persistent DB connections; call log database: %s."
+        % ("startproject's 7 middleware" if middleware == "django" else "[] (none)", log_database()),
+    ]
+    print("\n".join(header), flush=True)
+    report = {"machine": header, "inprocess": [], "http": []}
+    us = http = None
+    sections = []
+
+    if not args.no_inprocess:
+        print("\nIn-process: %d interleaved rounds of %s ..." % (args.rounds, ", ".join(TARGETS)), flush=True)
+        for i in range(args.rounds):
+            rnd = {}
+            for target in TARGETS:
+                rnd[target] = run_json(
+                    ["bench.inprocess", target, "--budget", str(args.budget)], env, timeout=600
+                )
+            report["inprocess"].append(rnd)
+            print("  round %d: %s" % (i + 1, ", ".join(
+                "%s %.1f/%.2f µs" % (t, rnd[t]["us"]["single"], rnd[t]["us"]["batch"]) for t in TARGETS
+            )), flush=True)
+        table, us = inprocess_table(report["inprocess"])
+        queries = report["inprocess"][-1]["app-log"].get("queries", {})
+        sections.append(
+            "### In-process (Django's WSGIHandler), median of %d rounds\n\n%s\n\n"
+            "Logging on, SQL statements per envelope: single call %s; batch of %d %s."
+            % (args.rounds, table, " ".join(queries.get("single", [])), BATCH,
+               " ".join(queries.get("batch", [])))
+        )
+
+    if not args.no_http:
+        if shutil.which("wrk") is None:
+            sections.append("### Over HTTP\n\nSkipped: wrk is not installed (Debian: `apt-get install wrk`).")
+        else:
+            print("\nHTTP: %d interleaved rounds, gunicorn 2 sync workers, wrk %ds per workload ..."
+                  % (args.http_rounds, args.duration), flush=True)
+            for i in range(args.http_rounds):
+                rnd = {}
+                for target in TARGETS:
+                    rnd[target] = run_json(
+                        ["bench.http", target, "--duration", str(args.duration)], env, timeout=300
+                    )
+                report["http"].append(rnd)
+                print("  round %d: %s" % (i + 1, ", ".join(
+                    "%s %.0f/%.0f req/s" % (t, rnd[t]["http"]["single"]["rps"], rnd[t]["http"]["batch"]["rps"])
+                    for t in TARGETS
+                )), flush=True)
+            table, http = http_table(report["http"])
+            sections.append(
+                "### Over HTTP (gunicorn, 2 sync workers, 127.0.0.1; wrk 1 thread, 4 connections, %ds), "
+                "median of %d rounds\n\n%s" % (args.duration, args.http_rounds, table)
+            )
+
+    sections.append("### Targets of issue 6\n\n" + verdicts(us, http))
+    text = "\n\n".join(sections)
+    print("\n" + text)
+    print("\nLoad average at end %.2f; took %.0f s." % (os.getloadavg()[0], time.time() - started))
+    out = Path(env["BENCH_RESULTS_DIR"]) / "latest.json"
+    report["tables"] = text
+    out.write_text(json.dumps(report, indent=1))
+    print("Raw figures: %s" % out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""
+One target over HTTP: the bench project under gunicorn (2 sync workers on
+127.0.0.1, a free port), loaded by wrk for a bounded time per workload.
+
+    python -m bench.http TARGET [--duration SECONDS]
+
+Prints one JSON object: requests/s and p50/p99 latency for each workload.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from .workloads import TARGETS, WORKLOADS
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fetch(url, body, timeout=5.0):
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, response.read()
+
+
+def start_gunicorn(port, log, workers=2):
+    env = dict(os.environ, BENCH_LOG=log, DJANGO_SETTINGS_MODULE="bench.settings")
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "gunicorn", "bench.wsgi:application",
+            "--bind", "127.0.0.1:%d" % port,
+            "--workers", str(workers),
+            "--worker-class", "sync",
+            "--log-level", "warning",
+        ],
+        cwd=HERE.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def wait_ready(url, body, proc, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("gunicorn exited with %s" % proc.returncode)
+        try:
+            return fetch(url, body)
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("gunicorn did not answer within %ss" % timeout)
+
+
+def run_wrk(url, body, duration, connections, threads):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        f.write(body)
+        f.flush()
+        out = subprocess.run(
+            [
+                "wrk", "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration,
+                "--timeout", "5s", "-s", str(HERE / "post.lua"), url,
+            ],
+            env=dict(os.environ, BENCH_BODY_FILE=f.name),
+            capture_output=True,
+            text=True,
+            timeout=duration + 30,
+            check=True,
+        ).stdout
+    line = next(line for line in out.splitlines() if line.startswith("BENCH "))
+    stats = json.loads(line[len("BENCH "):])
+    stats["rps"] = stats["requests"] / (stats["duration_us"] / 1e6)
+    return stats
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("target", choices=sorted(TARGETS))
+    parser.add_argument("--duration", type=int, default=3, help="seconds of load per workload")
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--workloads", default="single,batch")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
+    path, log = TARGETS[args.target]
+    port = free_port()
+    url = "http://127.0.0.1:%d%s" % (port, path)
+    proc = start_gunicorn(port, log)
+    out = {"target": args.target, "http": {}}
+    try:
+        for name in args.workloads.split(","):
+            _label, body, expected, _calls = WORKLOADS[name]
+            status, answer = wait_ready(url, body, proc)
+            if status != 200 or json.loads(answer) != expected:
+                raise SystemExit("%s answered %s with %s %r" % (args.target, name, status, answer[:200]))
+            out["http"][name] = run_wrk(url, body, args.duration, args.connections, args.threads)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""
+One target, in-process: requests handed straight to Django's WSGIHandler (the
+full middleware stack, as gunicorn calls it), in a process of its own.
+
+    python -m bench.inprocess TARGET [--budget SECONDS]
+
+Prints one JSON object: microseconds per call for each workload (and, for the
+logging target, the queries one envelope costs).
+"""
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+
+from .workloads import TARGETS, WORKLOADS
+
+
+def _start_response(status, headers, exc_info=None):
+    if not status.startswith("200"):
+        raise AssertionError("answered %s" % status)
+
+
+def make_environ(path, body):
+    return {
+        "REQUEST_METHOD": "POST",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_HOST": "127.0.0.1",
+        "HTTP_USER_AGENT": "jsonrpc_app-bench",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+
+
+def post(handler, environ, body):
+    env = environ.copy()
+    env["wsgi.input"] = io.BytesIO(body)
+    response = handler(env, _start_response)
+    try:
+        return b"".join(response)
+    finally:
+        response.close()
+
+
+def timed(handler, environ, body, budget, warmup):
+    for _ in range(warmup):
+        post(handler, environ, body)
+    count = 0
+    start = time.perf_counter()
+    deadline = start + budget
+    while True:
+        for _ in range(10):
+            post(handler, environ, body)
+        count += 10
+        now = time.perf_counter()
+        if now >= deadline:
+            return (now - start) / count
+
+
+def clear_log():
+    from django.db import connection
+
+    from jsonrpc_app.models import Call, Envelope
+
+    with connection.cursor() as cursor:
+        for model in (Call, Envelope):
+            cursor.execute("DELETE FROM %s" % connection.ops.quote_name(model._meta.db_table))
+
+
+def queries_per_envelope(handler, environ, body):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        post(handler, environ, body)
+    return [q["sql"].split(" ", 1)[0].upper() for q in ctx.captured_queries]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("target", choices=sorted(TARGETS))
+    parser.add_argument("--budget", type=float, default=0.4, help="seconds timed per workload")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = parser.parse_args(argv)
+    path, log = TARGETS[args.target]
+    os.environ["BENCH_LOG"] = log
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+
+    import django
+    from django.core.handlers.wsgi import WSGIHandler
+
+    django.setup(set_prefix=False)
+    handler = WSGIHandler()
+    if log == "1":
+        clear_log()
+    out = {"target": args.target, "us": {}}
+    for name in args.workloads.split(","):
+        _label, body, expected, calls = WORKLOADS[name]
+        environ = make_environ(path, body)
+        answer = json.loads(post(handler, environ, body))
+        if answer != expected:
+            raise SystemExit("%s answered %s with %r" % (args.target, name, answer))
+        batches = max(1, 400 // calls)
+        per_body = timed(handler, environ, body, args.budget, warmup=batches)
+        out["us"][name] = per_body / calls * 1e6
+        if log == "1":
+            out.setdefault("queries", {})[name] = queries_per_envelope(handler, environ, body)
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

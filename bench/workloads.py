@@ -1,0 +1,60 @@
+"""The request bodies every target is timed on, and the answers they must give."""
+
+import json
+
+BATCH = 100
+
+TARGETS = {
+    # name: (path, BENCH_LOG)
+    "bare": ("/bare/", "0"),
+    "bare-orjson": ("/bare-orjson/", "0"),
+    "app": ("/rpc/", "0"),
+    "app-log": ("/rpc/", "1"),
+    "modern-rpc": ("/modern-rpc/", "0"),
+}
+
+LABELS = {
+    "bare": "bare Django view (json)",
+    "bare-orjson": "bare Django view (orjson)",
+    "app": "jsonrpc_app, logging off",
+    "app-log": "jsonrpc_app, logging on",
+    "modern-rpc": "django-modern-rpc 2.1.0",
+}
+
+
+def _subtract(i):
+    return {"jsonrpc": "2.0", "method": "subtract", "params": [42 + i, 23], "id": i + 1}
+
+
+def _describe(i):
+    return {
+        "jsonrpc": "2.0",
+        "method": "describe",
+        "params": {"name": "item %d" % i, "count": i, "ratio": 0.5, "active": True, "tags": ["a", "b"]},
+        "id": i + 1,
+    }
+
+
+def _expected(call):
+    p = call["params"]
+    result = p[0] - p[1] if call["method"] == "subtract" else p["count"] + len(p["tags"])
+    return {"jsonrpc": "2.0", "result": result, "id": call["id"]}
+
+
+def _single(make):
+    request = make(0)
+    return json.dumps(request).encode(), _expected(request), 1
+
+
+def _batch(make):
+    requests = [make(i) for i in range(BATCH)]
+    return json.dumps(requests).encode(), [_expected(r) for r in requests], BATCH
+
+
+# name: (label, body, expected answer, calls per body)
+WORKLOADS = {
+    "single": ("single call", *_single(_subtract)),
+    "batch": ("batch of %d, per call" % BATCH, *_batch(_subtract)),
+    "typed": ("5 annotated params, single", *_single(_describe)),
+    "typed-batch": ("5 annotated params, batch of %d, per call" % BATCH, *_batch(_describe)),
+}
