@@ -1,4 +1,5 @@
-# The README's two commands: `make run` (the demo) and `make test` (the suite).
+# The README's two commands: `make run` (the demo) and `make test` (the suite);
+# `make bench` runs the benchmark (README, "Performance").
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY = $(VENV)/bin/python
@@ -25,5 +26,18 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The benchmark has a venv of its own: django-modern-rpc, one of the targets it
+# measures, must never reach the app's runtime or test environment.
+BENCH_VENV ?= .venv-bench
+
+$(BENCH_VENV)/.installed: requirements.txt bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q -r requirements.txt -r bench/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python -m bench $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) db.sqlite3 .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) db.sqlite3 .pytest_cache
