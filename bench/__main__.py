@@ -28,6 +28,7 @@ from .workloads import BATCH, LABELS, TARGETS, WORKLOADS
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 HTTP_WORKLOADS = ("single", "batch")
+CLOCKS = {"us": "CPU", "wall_us": "wall"}
 
 
 def log_database():
@@ -97,30 +98,33 @@ def spread(values):
     return "±%.0f%%" % ((max(values) - min(values)) / 2 / med * 100) if med else "–"
 
 
-def inprocess_table(rounds):
+def inprocess_table(rounds, key):
+    other = "wall_us" if key == "us" else "us"
     lines = [
-        "| workload | target | µs per call | spread | × bare | × modern-rpc |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| workload | target | µs per call (%s) | spread | × bare | × modern-rpc | (%s µs) |"
+        % (CLOCKS[key], CLOCKS[other]),
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     medians = {}
     for name, (label, *_rest) in WORKLOADS.items():
         for target in TARGETS:
-            values = [r[target]["us"][name] for r in rounds]
-            medians[target, name] = statistics.median(values)
+            medians[target, name] = statistics.median(r[target][key][name] for r in rounds)
         for target in TARGETS:
             m = medians[target, name]
             lines.append(
-                "| %s | %s | %.2f | %s | %s | %s |"
-                % (label, LABELS[target], m, spread([r[target]["us"][name] for r in rounds]),
-                   ratio(m, medians["bare", name]), ratio(m, medians["modern-rpc", name]))
+                "| %s | %s | %.2f | %s | %s | %s | %.2f |"
+                % (label, LABELS[target], m, spread([r[target][key][name] for r in rounds]),
+                   ratio(m, medians["bare", name]), ratio(m, medians["modern-rpc", name]),
+                   statistics.median(r[target][other][name] for r in rounds))
             )
     return "\n".join(lines), medians
 
 
 def http_table(rounds):
     lines = [
-        "| workload | target | req/s | p50 ms | p99 ms | × bare req/s | × modern-rpc req/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| workload | target | req/s | p50 ms | p99 ms | × bare req/s | × modern-rpc req/s "
+        "| worker CPU µs/req | × bare capacity | × modern-rpc capacity |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     medians = {}
     for name in HTTP_WORKLOADS:
@@ -128,16 +132,20 @@ def http_table(rounds):
         for target in TARGETS:
             runs = [r[target]["http"][name] for r in rounds]
             medians[target, name] = {
-                key: statistics.median(run[key] for run in runs) for key in ("rps", "p50_us", "p99_us")
+                key: statistics.median(run[key] for run in runs)
+                for key in ("rps", "p50_us", "p99_us", "cpu_us")
             }
             medians[target, name]["errors"] = sum(run["errors"] + run["non_2xx"] for run in runs)
         for target in TARGETS:
             m = medians[target, name]
             lines.append(
-                "| %s | %s | %.0f | %.2f | %.2f | %s | %s |%s"
+                "| %s | %s | %.0f | %.2f | %.2f | %s | %s | %.0f | %s | %s |%s"
                 % (label, LABELS[target], m["rps"], m["p50_us"] / 1000, m["p99_us"] / 1000,
                    ratio(m["rps"], medians["bare", name]["rps"]),
                    ratio(m["rps"], medians["modern-rpc", name]["rps"]),
+                   m["cpu_us"],
+                   ratio(medians["bare", name]["cpu_us"], m["cpu_us"]),
+                   ratio(medians["modern-rpc", name]["cpu_us"], m["cpu_us"]),
                    " %d errors" % m["errors"] if m["errors"] else "")
             )
     return "\n".join(lines), medians
@@ -163,17 +171,27 @@ def verdicts(us, http):
     if http:
         r = http["app", "batch"]["rps"] / http["bare", "batch"]["rps"]
         check("HTTP batch of %d, logging off, × bare req/s" % BATCH, r, "≥ 0.85", r >= 0.85)
+        r = http["bare", "batch"]["cpu_us"] / http["app", "batch"]["cpu_us"]
+        check("HTTP batch of %d, logging off, × bare capacity (worker CPU)" % BATCH, r, "≥ 0.85", r >= 0.85)
         worst = min(http["app", n]["rps"] / http["modern-rpc", n]["rps"] for n in HTTP_WORKLOADS)
         check("HTTP, logging off, worst row × modern-rpc req/s", worst, "> 1 on every row", worst > 1)
+        worst = min(http["modern-rpc", n]["cpu_us"] / http["app", n]["cpu_us"] for n in HTTP_WORKLOADS)
+        check("HTTP, logging off, worst row × modern-rpc capacity", worst, "> 1 on every row", worst > 1)
     return "\n".join(out)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--rounds", type=int, default=5, help="in-process rounds")
-    parser.add_argument("--budget", type=float, default=0.4, help="seconds timed per workload and round")
-    parser.add_argument("--http-rounds", type=int, default=3)
-    parser.add_argument("--duration", type=int, default=3, help="seconds of wrk load per workload and round")
+    parser.add_argument("--budget", type=float, default=0.4, help="CPU seconds timed per workload and round")
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        help="what the in-process tables compare: the process's CPU time (default), or wall-clock "
+        "time (the default with DATABASE_URL, where the log's cost is partly in the database server)",
+    )
+    parser.add_argument("--http-rounds", type=int, default=5)
+    parser.add_argument("--duration", type=int, default=2, help="seconds of wrk load per workload and round")
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--no-inprocess", action="store_true")
     args = parser.parse_args(argv)
@@ -181,6 +199,8 @@ def main(argv=None):
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings")
     env.setdefault("BENCH_RESULTS_DIR", str(HERE / "results"))
     middleware = env.get("BENCH_MIDDLEWARE", "none")
+    clock = args.clock or ("wall" if os.environ.get("DATABASE_URL") else "cpu")
+    key = "us" if clock == "cpu" else "wall_us"
     started = time.time()
     prepare(env)
 
@@ -196,7 +216,8 @@ def main(argv=None):
     sections = []
 
     if not args.no_inprocess:
-        print("\nIn-process: %d interleaved rounds of %s ..." % (args.rounds, ", ".join(TARGETS)), flush=True)
+        print("\nIn-process: %d interleaved rounds of %s; %s µs single/batched call ..."
+              % (args.rounds, ", ".join(TARGETS), CLOCKS[key]), flush=True)
         for i in range(args.rounds):
             rnd = {}
             for target in TARGETS:
@@ -205,12 +226,13 @@ def main(argv=None):
                 )
             report["inprocess"].append(rnd)
             print("  round %d: %s" % (i + 1, ", ".join(
-                "%s %.1f/%.2f µs" % (t, rnd[t]["us"]["single"], rnd[t]["us"]["batch"]) for t in TARGETS
+                "%s %.1f/%.2f" % (t, rnd[t][key]["single"], rnd[t][key]["batch"]) for t in TARGETS
             )), flush=True)
-        table, us = inprocess_table(report["inprocess"])
+        table, us = inprocess_table(report["inprocess"], key)
         queries = report["inprocess"][-1]["app-log"].get("queries", {})
         sections.append(
             "### In-process (Django's WSGIHandler), median of %d rounds\n\n%s\n\n"
+            "Spread: half the range of the rounds, in %% of the median. "
             "Logging on, SQL statements per envelope: single call %s; batch of %d %s."
             % (args.rounds, table, " ".join(queries.get("single", [])), BATCH,
                " ".join(queries.get("batch", [])))
@@ -236,7 +258,10 @@ def main(argv=None):
             table, http = http_table(report["http"])
             sections.append(
                 "### Over HTTP (gunicorn, 2 sync workers, 127.0.0.1; wrk 1 thread, 4 connections, %ds), "
-                "median of %d rounds\n\n%s" % (args.duration, args.http_rounds, table)
+                "median of %d rounds\n\n%s\n\n"
+                "Worker CPU: the user + system time of gunicorn's workers per request (/proc); "
+                "capacity = the inverse, as a ratio: what req/s would be with the cores to itself."
+                % (args.duration, args.http_rounds, table)
             )
 
     sections.append("### Targets of issue 6\n\n" + verdicts(us, http))

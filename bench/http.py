@@ -4,7 +4,8 @@ One target over HTTP: the bench project under gunicorn (2 sync workers on
 
     python -m bench.http TARGET [--duration SECONDS]
 
-Prints one JSON object: requests/s and p50/p99 latency for each workload.
+Prints one JSON object: requests/s and p50/p99 latency for each workload, and
+the CPU time the workers spent per request (from /proc).
 """
 
 import argparse
@@ -65,6 +66,30 @@ def wait_ready(url, body, proc, timeout=30.0):
     raise SystemExit("gunicorn did not answer within %ss" % timeout)
 
 
+def workers(master):
+    """Return the pids of the gunicorn master's worker processes."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # pid (comm) state ppid ...; comm may hold spaces and parentheses.
+            if int(stat.rsplit(")", 1)[1].split()[1]) == master:
+                pids.append(int(entry.name))
+    return pids
+
+
+def cpu_seconds(pids):
+    """Return the user + system CPU seconds the processes ``pids`` have used."""
+    total = 0
+    for pid in pids:
+        fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_wrk(url, body, duration, connections, threads):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         f.write(body)
@@ -110,7 +135,12 @@ def main(argv=None):
             if i == 0:
                 # Unmeasured: until both workers have booted and served, only one answers.
                 run_wrk(url, body, 1, args.connections, args.threads)
-            out["http"][name] = run_wrk(url, body, args.duration, args.connections, args.threads)
+                pids = workers(proc.pid)
+            before = cpu_seconds(pids)
+            stats = run_wrk(url, body, args.duration, args.connections, args.threads)
+            # The workers' CPU per request: what a busy shared machine disturbs least.
+            stats["cpu_us"] = (cpu_seconds(pids) - before) / max(stats["requests"], 1) * 1e6
+            out["http"][name] = stats
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
