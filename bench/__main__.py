@@ -183,14 +183,14 @@ def verdicts(us, http):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--rounds", type=int, default=5, help="in-process rounds")
-    parser.add_argument("--budget", type=float, default=0.4, help="CPU seconds timed per workload and round")
+    parser.add_argument("--budget", type=float, default=0.25, help="CPU seconds timed per workload and round")
     parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
         help="what the in-process tables compare: the process's CPU time (default), or wall-clock "
         "time (the default with DATABASE_URL, where the log's cost is partly in the database server)",
     )
-    parser.add_argument("--http-rounds", type=int, default=5)
+    parser.add_argument("--http-rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=2, help="seconds of wrk load per workload and round")
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--no-inprocess", action="store_true")

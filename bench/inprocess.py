@@ -119,7 +119,7 @@ def main(argv=None):
         answer = json.loads(post(handler, environ, body))
         if answer != expected:
             raise SystemExit("%s answered %s with %r" % (args.target, name, answer))
-        batches = max(1, 400 // calls)
+        batches = max(2, 200 // calls)
         cpu, wall = timed(handler, environ, body, args.budget, warmup=batches)
         out["us"][name] = cpu / calls * 1e6
         out.setdefault("wall_us", {})[name] = wall / calls * 1e6
