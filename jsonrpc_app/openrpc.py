@@ -52,11 +52,12 @@ _SCALARS = {
     bool: {"type": "boolean"},
     NoneType: {"type": "null"},
     None: {"type": "null"},
-    list: {"type": "array"},
+    # "items" always present: client generators choke on an array without it.
+    list: {"type": "array", "items": {}},
     dict: {"type": "object"},
-    tuple: {"type": "array"},
-    set: {"type": "array", "uniqueItems": True},
-    frozenset: {"type": "array", "uniqueItems": True},
+    tuple: {"type": "array", "items": {}},
+    set: {"type": "array", "items": {}, "uniqueItems": True},
+    frozenset: {"type": "array", "items": {}, "uniqueItems": True},
     datetime.datetime: {"type": "string", "format": "date-time"},
     datetime.date: {"type": "string", "format": "date"},
     datetime.time: {"type": "string", "format": "time"},
@@ -122,7 +123,12 @@ class SchemaBuilder:
             return dict(scalar)
         if annotation is decimal.Decimal:
             if self.mode == "input":
-                return {"type": ["string", "number"], "format": "decimal", "pattern": _DECIMAL_PATTERN}
+                return {
+                    "anyOf": [
+                        {"type": "string", "format": "decimal", "pattern": _DECIMAL_PATTERN},
+                        {"type": "number"},
+                    ]
+                }
             return {"type": "string", "format": "decimal"}
         origin = typing.get_origin(annotation)
         args = typing.get_args(annotation)
@@ -173,11 +179,11 @@ class SchemaBuilder:
             if dataclasses.is_dataclass(annotation):
                 return self._named(annotation, self._dataclass)
             if annotation in _LIST_ORIGINS:
-                return {"type": "array"}
+                return {"type": "array", "items": {}}
             if annotation in _DICT_ORIGINS:
                 return {"type": "object"}
             if _is_queryset(annotation):
-                return {"type": "array"}
+                return {"type": "array", "items": {}}
         return {}
 
     def _named(self, cls, build):

@@ -433,3 +433,23 @@ def test_document_without_a_request_still_names_the_server():
     doc = document(typed_methods.registry)
     assert doc["servers"][0]["url"]
     assert doc["servers"][0]["name"] == "typed"
+
+
+def _schemas(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schemas(value)
+
+
+def test_documents_avoid_what_client_generators_choke_on():
+    # @open-rpc/generator-client crashes on an array schema without "items" and
+    # warns on "type" given as a list: the documents never contain either.
+    for reg in (registry, typed_methods.registry):
+        for node in _schemas(document(reg)):
+            if node.get("type") == "array":
+                assert "items" in node, node
+            assert not isinstance(node.get("type"), list), node
