@@ -1,7 +1,7 @@
 """System checks of jsonrpc_app (IDs jsonrpc_app.E00x / W00x)."""
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import Error, Tags, Warning, register
 
 from .conf import DEFAULTS
 from .registry import all_registries
@@ -57,4 +57,54 @@ def check_method_names(app_configs=None, **kwargs):
                     id="jsonrpc_app.E002",
                 )
             )
+    return errors
+
+
+@register(Tags.compatibility)
+def check_call_log_settings(app_configs=None, **kwargs):
+    """The call log's settings: its database alias, router, redaction keys and size cap."""
+    from django.db import router
+
+    from .conf import jsonrpc_settings
+
+    errors = []
+    alias = jsonrpc_settings.LOG_DATABASE
+    if alias not in settings.DATABASES:
+        errors.append(
+            Error(
+                "JSONRPC['LOG_DATABASE'] is %r, which is not an alias in DATABASES." % (alias,),
+                hint="Use one of: %s." % ", ".join(sorted(settings.DATABASES)),
+                id="jsonrpc_app.E030",
+            )
+        )
+    else:
+        from .models import Envelope
+
+        if router.db_for_write(Envelope) != alias or router.db_for_read(Envelope) != alias:
+            errors.append(
+                Warning(
+                    "The call log is written to database %r, but the admin and "
+                    "jsonrpc_prune would read it from %r."
+                    % (alias, router.db_for_read(Envelope)),
+                    hint="Add 'jsonrpc_app.routers.LogRouter' to DATABASE_ROUTERS.",
+                    id="jsonrpc_app.W030",
+                )
+            )
+    keys = jsonrpc_settings.SENSITIVE_KEYS
+    if not isinstance(keys, (list, tuple, set, frozenset)) or not all(isinstance(k, str) for k in keys):
+        errors.append(
+            Error(
+                "JSONRPC['SENSITIVE_KEYS'] must be a list of strings, not %r." % (keys,),
+                id="jsonrpc_app.E031",
+            )
+        )
+    limit = jsonrpc_settings.LOG_MAX_VALUE_BYTES
+    if limit is not None and (type(limit) is not int or limit < 1):
+        errors.append(
+            Error(
+                "JSONRPC['LOG_MAX_VALUE_BYTES'] must be a positive number of bytes or None, not %r."
+                % (limit,),
+                id="jsonrpc_app.E032",
+            )
+        )
     return errors

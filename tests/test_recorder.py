@@ -420,3 +420,33 @@ def _log_to_own_database(client, call, log_db):
     # The user lives in default; the log keeps the key and a snapshot of the name.
     envelope = Envelope.objects.get()
     assert (envelope.user_id, envelope.username) == (user.pk, "ada")
+
+
+# -- system checks of the log's settings ---------------------------------------------
+
+
+def _log_check_ids():
+    from jsonrpc_app.checks import check_call_log_settings
+
+    return [e.id for e in check_call_log_settings()]
+
+
+def test_checks_pass_with_the_default_log_settings():
+    assert _log_check_ids() == []
+
+
+def test_check_refuses_a_log_database_that_is_not_an_alias(jsonrpc):
+    jsonrpc(LOG_DATABASE="nowhere")
+    assert _log_check_ids() == ["jsonrpc_app.E030"]
+
+
+def test_check_warns_when_no_router_sends_the_log_to_its_database(jsonrpc, settings):
+    jsonrpc(LOG_DATABASE="log")
+    assert _log_check_ids() == []
+    settings.DATABASE_ROUTERS = []
+    assert _log_check_ids() == ["jsonrpc_app.W030"]
+
+
+def test_checks_refuse_bad_sensitive_keys_and_size_cap(jsonrpc):
+    jsonrpc(SENSITIVE_KEYS="password", LOG_MAX_VALUE_BYTES=0)
+    assert _log_check_ids() == ["jsonrpc_app.E031", "jsonrpc_app.E032"]
