@@ -163,6 +163,9 @@ class LogAdmin(admin.ModelAdmin):
 
     date_hierarchy = "created_at"
     list_per_page = 50
+
+    class Media:
+        css = {"all": ["jsonrpc_app/log.css"]}
     # The unfiltered total is a second COUNT(*) over a table of millions of rows.
     show_full_result_count = False
 
