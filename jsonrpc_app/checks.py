@@ -108,3 +108,36 @@ def check_call_log_settings(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+LIMIT_KEYS = ("MAX_BODY_SIZE", "MAX_BATCH_SIZE", "MAX_DEPTH")
+
+
+@register(Tags.security)
+def check_security_settings(app_configs=None, **kwargs):
+    """The hard limits are positive integers (or None); exception text stays out of production answers."""
+    errors = []
+    user_settings = getattr(settings, "JSONRPC", None)
+    if not isinstance(user_settings, dict):
+        return errors
+    for key in LIMIT_KEYS:
+        value = user_settings.get(key, DEFAULTS[key])
+        if value is not None and (type(value) is not int or value < 1):
+            errors.append(
+                Error(
+                    "JSONRPC[%r] must be a positive integer or None, not %r." % (key, value),
+                    hint="The default is %r; None turns the limit off." % (DEFAULTS[key],),
+                    obj=key,
+                    id="jsonrpc_app.E005",
+                )
+            )
+    if user_settings.get("EXPOSE_EXCEPTIONS") and not settings.DEBUG:
+        errors.append(
+            Warning(
+                "JSONRPC['EXPOSE_EXCEPTIONS'] is on while DEBUG is off: -32603 answers "
+                "carry exception text and tracebacks to every client.",
+                hint="Turn EXPOSE_EXCEPTIONS off outside development.",
+                id="jsonrpc_app.W001",
+            )
+        )
+    return errors

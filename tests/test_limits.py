@@ -421,3 +421,25 @@ def test_gunicorn_chunked_body_over_the_limit_is_cut_off(gunicorn_server):
     status, content = chunked_post(port, [b" " * 65536] * 20)
     assert status == 200
     assert too_large(json.loads(content))
+
+
+# --- system check of the limit settings ------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, -1, "1000", 1.5, True])
+@pytest.mark.parametrize("key", ["MAX_BODY_SIZE", "MAX_BATCH_SIZE", "MAX_DEPTH"])
+def test_a_limit_that_is_not_a_positive_integer_is_a_check_error(settings, key, value):
+    from jsonrpc_app.checks import check_security_settings
+
+    settings.JSONRPC = {key: value}
+    errors = check_security_settings()
+    assert [(e.id, e.obj) for e in errors] == [("jsonrpc_app.E005", key)]
+    assert repr(value) in errors[0].msg
+
+
+@pytest.mark.parametrize("value", [None, 1, 10**9])
+def test_a_limit_may_be_a_positive_integer_or_none(settings, value):
+    from jsonrpc_app.checks import check_security_settings
+
+    settings.JSONRPC = {"MAX_BODY_SIZE": value, "MAX_BATCH_SIZE": value, "MAX_DEPTH": value}
+    assert check_security_settings() == []

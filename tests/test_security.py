@@ -372,3 +372,16 @@ def test_attack_form_content_types_on_a_session_call(alice, content_type, body):
     assert answer["id"] is None
     assert answer["error"]["code"] in (-32600, -32003)
     assert RUNS["count"] == 0
+
+
+def test_check_warns_when_exception_text_is_exposed_outside_debug(settings):
+    from jsonrpc_app.checks import check_security_settings
+
+    settings.JSONRPC = {"EXPOSE_EXCEPTIONS": True}
+    settings.DEBUG = False
+    assert [w.id for w in check_security_settings()] == ["jsonrpc_app.W001"]
+    settings.DEBUG = True
+    assert check_security_settings() == []
+    settings.DEBUG = False
+    settings.JSONRPC = {}
+    assert check_security_settings() == []
