@@ -375,3 +375,34 @@ def test_disabling_a_registered_method_takes_effect_on_the_next_call(client):
     finally:
         method.enabled = True
     assert post(client, "/secure/", req("public.echo", [1]))["result"] == 1
+
+
+# --- endpoint policies from the JSONRPC setting ----------------------------------------
+
+
+def test_jsonrpc_setting_gives_the_default_endpoint_its_permission_classes(client, settings, alice):
+    settings.JSONRPC = {"PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"]}
+    answer = post(client, "/rpc/", req("subtract", [3, 1]))
+    assert (answer["id"], answer["error"]["code"]) == (None, AUTHENTICATION_REQUIRED)
+    assert post(client, "/rpc/", req("subtract", [3, 1]), **basic("alice", "alice-pw"))["result"] == 2
+
+
+def test_jsonrpc_setting_gives_the_default_endpoint_its_authentication_classes(client, settings, alice):
+    settings.JSONRPC = {"AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"]}
+    # Basic credentials are not looked at any more: the caller is anonymous.
+    answer = post(client, "/secure/", req("secure.whoami"), **basic("alice", "wrong"))
+    assert answer["result"]["user"] is None
+    token = Token.objects.create(user=alice)
+    answer = post(client, "/secure/", req("secure.whoami"), HTTP_AUTHORIZATION="Token " + token.key)
+    assert answer["result"]["user"] == "alice"
+
+
+def test_view_arguments_win_over_the_jsonrpc_setting(client, settings):
+    settings.JSONRPC = {"PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"]}
+    # /secure/closed/ sets permission_classes=[IsAuthenticated] itself.
+    answer = post(client, "/secure/closed/", req("public.echo", [1]))
+    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    settings.JSONRPC = {"AUTHENTICATION_CLASSES": []}
+    # /secure/token/ sets TokenAuthentication itself; the empty setting does not apply.
+    answer = post(client, "/secure/token/", req("public.echo", [1]), HTTP_AUTHORIZATION="Token nope")
+    assert answer["error"] == {"code": AUTHENTICATION_REQUIRED, "message": "Invalid token."}
