@@ -141,3 +141,27 @@ def check_security_settings(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+@register(Tags.compatibility)
+def check_declared_errors(app_configs=None, **kwargs):
+    """Every entry of a method's errors= is a JsonRpcError subclass (or instance) OpenRPC can describe."""
+    from .openrpc import error_object
+
+    errors = []
+    for registry in list(all_registries):
+        for method in registry:
+            for declared in method.errors:
+                try:
+                    error_object(declared)
+                except TypeError:
+                    errors.append(
+                        Error(
+                            "JSON-RPC method %r declares errors=[%r], which is not a JsonRpcError."
+                            % (method.name, declared),
+                            hint="List JsonRpcError subclasses with class-level code and message.",
+                            obj=method.func,
+                            id="jsonrpc_app.E050",
+                        )
+                    )
+    return errors

@@ -44,9 +44,22 @@ MAX_ERRORS = 100
 def _signature(func):
     try:
         return inspect.signature(func, eval_str=True)
-    except (NameError, TypeError, SyntaxError):
-        # Annotations naming what the module cannot import at run time.
-        return inspect.signature(func)
+    except Exception:
+        pass
+    # Some string annotation names what the module cannot resolve at run time
+    # (an import under TYPE_CHECKING): resolve the others one by one; the
+    # unresolved ones stay strings and are not checked.
+    sig = inspect.signature(func)
+    namespace = getattr(inspect.unwrap(func), "__globals__", {})
+    params = []
+    for p in sig.parameters.values():
+        if isinstance(p.annotation, str):
+            try:
+                p = p.replace(annotation=eval(p.annotation, namespace))  # noqa: S307
+            except Exception:
+                pass
+        params.append(p)
+    return sig.replace(parameters=params)
 
 
 def param_error(path, message, expected=None):

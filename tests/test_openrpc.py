@@ -453,3 +453,15 @@ def test_documents_avoid_what_client_generators_choke_on():
             if node.get("type") == "array":
                 assert "items" in node, node
             assert not isinstance(node.get("type"), list), node
+
+
+def test_a_declared_error_that_is_not_a_jsonrpc_error_is_a_system_check_error():
+    from jsonrpc_app.checks import check_declared_errors
+
+    assert check_declared_errors() == []
+    bad = MethodRegistry("bad-errors")
+    bad.register(lambda: None, "oops", errors=[ValueError])
+    try:
+        assert [e.id for e in check_declared_errors()] == ["jsonrpc_app.E050"]
+    finally:
+        bad.unregister("oops")

@@ -466,3 +466,13 @@ def test_demo_sum_checks_each_number_over_http(call):
         {"path": "numbers[2]", "message": "expected number, got string", "expected": "number"}
     ]
     assert call({"jsonrpc": "2.0", "method": "sum", "params": [1, 2, 4], "id": 1})["result"] == 7
+
+
+def test_one_unresolvable_string_annotation_leaves_the_others_checked():
+    def f(x: "NoSuchType", n: "int"):  # noqa: F821
+        return x
+
+    binder = Binder(f)
+    assert list(binder.converters) == ["n"]
+    with pytest.raises(InvalidParams):
+        binder.bind(["anything", "1"])
