@@ -4,9 +4,9 @@ What checking params against annotations costs per call.
 The same five-parameter method, unannotated and annotated, called through
 three layers: the binder alone, the dispatcher (parsed envelope -> response,
 call log off), and the whole endpoint (Django test request -> bytes, call
-log off). Prints microseconds per call (the fastest of several rounds).
+log off). Prints CPU microseconds per call (the fastest of several rounds).
 
-    python bench/validation_cost.py [--calls 20000] [--rounds 7]
+    python -m bench.validation_cost [--calls 20000] [--rounds 7]
 
 Not a test: run it by hand, numbers depend on the machine.
 """
@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:
+    # Run as a file: bench/ itself must not shadow the standard library (bench/http.py).
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 import django  # noqa: E402
@@ -72,15 +74,12 @@ CASES = {
 }
 
 
-def per_call(fn, calls, rounds):
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    # The fastest round: the least disturbed by other work on the machine.
-    return min(samples)
+def time_once(fn, calls):
+    # Process CPU time: what other work on a shared machine disturbs least.
+    start = time.process_time()
+    for _ in range(calls):
+        fn()
+    return (time.process_time() - start) / calls * 1e6
 
 
 def main():
@@ -89,6 +88,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     calls, rounds = args.calls, args.rounds
+    http_calls = max(calls // 10, 100)
 
     registry = MethodRegistry("bench")
     rf = RequestFactory()
@@ -97,28 +97,38 @@ def main():
     with override_settings(JSONRPC={"LOG_POLICY": "none"}):
         for label, (func, by_position, by_name) in CASES.items():
             method = registry.register(func, label.replace(" ", "_").replace("/", "_"))
-            binder = method.binder
             for shape, params in (("by position", by_position), ("by name", by_name)):
                 body = json.dumps({"jsonrpc": "2.0", "method": method.name, "params": params, "id": 1}).encode()
                 envelope = parse(body)
                 context = CallContext(registry=registry, log=False)
                 response, _ = execute(envelope, context)
                 assert "result" in response, response
-                bind_us = per_call(lambda: binder.bind(params), calls, rounds)
-                dispatch_us = per_call(lambda: execute(envelope, context), calls, rounds)
-                http_calls = max(calls // 10, 100)
 
-                def http():
-                    request = rf.post("/rpc/", body, content_type="application/json")
-                    return view(request)
+                def bind(binder=method.binder, params=params):
+                    return binder.bind(params)
+
+                def dispatch(envelope=envelope, context=context):
+                    return execute(envelope, context)
+
+                def http(body=body):
+                    return view(rf.post("/rpc/", body, content_type="application/json"))
 
                 assert json.loads(http().content).get("result") is not None
-                http_us = per_call(http, http_calls, rounds)
-                rows.append((label, shape, binder.simple, bind_us, dispatch_us, http_us))
+                rows.append([label, shape, method.binder.simple, (bind, dispatch, http), [[], [], []]])
+        # Rounds interleave every case, so that a disturbance hits them alike;
+        # each figure is the fastest round.
+        for _ in range(rounds):
+            for row in rows:
+                for i, (fn, n) in enumerate(zip(row[3], (calls, calls, http_calls))):
+                    row[4][i].append(time_once(fn, n))
 
-    print("python %s, %d calls x %d rounds (fastest round), microseconds per call" % (sys.version.split()[0], calls, rounds))
+    print(
+        "python %s, %d calls (%d through the endpoint) x %d interleaved rounds, fastest round, "
+        "CPU microseconds per call" % (sys.version.split()[0], calls, http_calls, rounds)
+    )
     print("%-46s %-12s %-9s %8s %10s %10s" % ("params", "shape", "fast path", "bind", "dispatch", "endpoint"))
-    for label, shape, simple, bind_us, dispatch_us, http_us in rows:
+    for label, shape, simple, _fns, samples in rows:
+        bind_us, dispatch_us, http_us = (min(s) for s in samples)
         print(
             "%-46s %-12s %-9s %8.2f %10.2f %10.1f"
             % (label, shape, "yes" if simple else "no", bind_us, dispatch_us, http_us)
