@@ -39,5 +39,10 @@ $(BENCH_VENV)/.installed: requirements.txt bench/requirements.txt
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python -m bench $(BENCH_ARGS)
 
+# The call-log load test (not part of `make test`): 20,000 calls under gunicorn -w 4 on
+# PostgreSQL with a restart in the middle, then on SQLite. LOAD_ARGS="--db sqlite --calls 2000"
+load: $(VENV)/.installed
+	$(PY) -m bench.load_test $(LOAD_ARGS)
+
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) db.sqlite3 .pytest_cache
