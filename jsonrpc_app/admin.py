@@ -14,12 +14,14 @@ them): ``LogAdmin`` holds what both share.
 
 import json
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_list import _boolean_icon
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
+from . import spool
 from .models import Call, Envelope, Outcome
 
 # Filter sidebars list at most this many values (a client can invent method names).
@@ -158,6 +160,37 @@ class EnvelopeOutcomeFilter(admin.SimpleListFilter):
 # -- the changelists -------------------------------------------------------------
 
 
+def spool_warning(request):
+    """Tell staff about envelopes waiting in the spool, not yet in the log (jsonrpc_app.spool)."""
+    pending = spool.status()
+    if pending.pending:
+        messages.warning(
+            request,
+            ngettext(
+                "%(count)d envelope is waiting in the call log's spool (%(dir)s) and is not "
+                "listed here yet. It is written to the log once the database accepts writes "
+                "again, or now with: manage.py jsonrpc_flush_spool",
+                "%(count)d envelopes are waiting in the call log's spool (%(dir)s) and are not "
+                "listed here yet. They are written to the log once the database accepts writes "
+                "again, or now with: manage.py jsonrpc_flush_spool",
+                pending.pending,
+            )
+            % {"count": pending.pending, "dir": pending.directory},
+        )
+    if pending.rejected:
+        messages.error(
+            request,
+            ngettext(
+                "%(count)d spooled envelope was refused by the database; it is kept in "
+                "%(dir)s/*.rejected and not replayed.",
+                "%(count)d spooled envelopes were refused by the database; they are kept in "
+                "%(dir)s/*.rejected and not replayed.",
+                pending.rejected,
+            )
+            % {"count": pending.rejected, "dir": pending.directory},
+        )
+
+
 class LogAdmin(admin.ModelAdmin):
     """What the log's admins share: read-only, bounded queries, no full count."""
 
@@ -174,6 +207,10 @@ class LogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def changelist_view(self, request, extra_context=None):
+        spool_warning(request)
+        return super().changelist_view(request, extra_context)
 
     @admin.display(description=_("user"), ordering="username")
     def user_display(self, obj):

@@ -312,3 +312,30 @@ def test_failed_write_leaves_the_connection_usable_for_the_next_one(call, log_to
     call(_subtract(3))  # a new connection: written, and the spool replayed
     assert sorted(Call.objects.values_list("request_id", flat=True)) == [1, 2, 3]
     assert not spool.status(spool_dir)
+
+
+@pytest.mark.django_db
+def test_admin_changelists_say_how_many_envelopes_wait_in_the_spool(
+    admin_client, call, unreachable_alias, log_to, spool_dir
+):
+    log_to(unreachable_alias)
+    call(_subtract(1))
+    call(_subtract(2))
+    log_to("default")
+    for url in ("/admin/jsonrpc_app/envelope/", "/admin/jsonrpc_app/call/"):
+        page = admin_client.get(url).content.decode()
+        assert "2 envelopes are waiting in the call log&#x27;s spool (%s)" % spool_dir in page
+        assert "jsonrpc_flush_spool" in page
+    spool.flush()
+    page = admin_client.get("/admin/jsonrpc_app/envelope/").content.decode()
+    assert "waiting in the call log" not in page
+    assert Envelope.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_admin_changelist_reports_rejected_spool_lines(admin_client, log_to, spool_dir):
+    log_to("default")
+    spool_dir.mkdir()
+    (spool_dir / ("host-1-abc" + spool.REJECTED)).write_bytes(b"{not json\n")
+    page = admin_client.get("/admin/jsonrpc_app/envelope/").content.decode()
+    assert "1 spooled envelope was refused by the database" in page
