@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Run as a script, bench/ would come first on sys.path and its modules (bench/http.py)
+# would shadow the standard library's.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 
 def _environ(body):
@@ -132,11 +135,14 @@ def main():
         for label, url, max_age in targets:
             env = dict(os.environ, DATABASE_URL=url, CONN_MAX_AGE=str(max_age),
                        JSONRPC_SPOOL_DIR=str(Path(tmp) / "spool"))
-            out = subprocess.run(
+            done = subprocess.run(
                 [sys.executable, __file__, "--target", "--requests", str(args.requests),
                  "--rounds", str(args.rounds)],
-                env=env, check=True, capture_output=True, text=True, cwd=ROOT,
-            ).stdout
+                env=env, capture_output=True, text=True, cwd=ROOT,
+            )
+            if done.returncode:
+                sys.exit("%s failed:\n%s" % (label, done.stderr))
+            out = done.stdout
             data = json.loads(out.strip().splitlines()[-1])
             rows.append((label, data))
     print("Cost of the call log: median of %d interleaved rounds, µs per request" % args.rounds)
