@@ -27,6 +27,7 @@ import re
 import threading
 import weakref
 
+from django.core.signals import request_finished
 from django.db import connections, models, transaction
 from django.db.models.base import ModelState
 from django.db.models.sql import InsertQuery
@@ -552,19 +553,66 @@ def write_rows(rows, using=None):
     When the caller is inside a transaction of its own on that database (a
     project with ATOMIC_REQUESTS, a view wrapped in atomic()), the rows go
     through a second connection so that they are committed whatever becomes
-    of the caller's transaction. SQLite allows one writer at a time: there
-    the rows are written in a savepoint of the caller's transaction instead.
+    of the caller's transaction. SQLite allows one writer at a time, and the
+    caller's transaction may hold it: there the rows are written in a
+    savepoint of the caller's transaction and, if that transaction does not
+    commit them, written again when the request has finished.
     """
     using = using or jsonrpc_settings.LOG_DATABASE
     conn = connections[using]
-    if _in_caller_transaction(conn) and conn.vendor != "sqlite":
-        _write_on_side_connection(using, rows)
-    else:
+    if not _in_caller_transaction(conn):
         with transaction.atomic(using=using):
             _insert(conn, rows)
+    elif conn.vendor != "sqlite":
+        _write_on_side_connection(using, rows)
+    else:
+        _write_in_caller_transaction(conn, using, rows)
     rows.envelope._state.adding = False
     rows.envelope._state.db = using
     return rows.envelope
+
+
+_uncommitted = threading.local()
+
+
+def _write_in_caller_transaction(conn, using, rows):
+    pending = getattr(_uncommitted, "rows", None)
+    if pending is None:
+        pending = _uncommitted.rows = {}
+    key = id(rows)
+    if conn.needs_rollback:
+        # The caller's transaction is doomed (set_rollback, a caught error):
+        # nothing can be written in it; write when the request has finished.
+        pending[key] = (using, rows)
+        return
+    with transaction.atomic(using=using):
+        _insert(conn, rows)
+    pending[key] = (using, rows)
+    # Not called if the caller's transaction (or a savepoint around this
+    # write) is rolled back: the rows then stay pending.
+    transaction.on_commit(lambda: pending.pop(key, None), using=using)
+
+
+def write_uncommitted(**kwargs):
+    """
+    Write again the rows of this thread that were written inside a caller's
+    transaction which then did not commit them (request_finished receiver).
+    """
+    pending = getattr(_uncommitted, "rows", None)
+    if not pending:
+        return
+    items = list(pending.values())
+    pending.clear()
+    for using, rows in items:
+        rows.envelope.pk = None
+        rows.envelope._state.adding = True
+        try:
+            write_rows(rows, using)
+        except Exception:
+            report_failure(rows)
+
+
+request_finished.connect(write_uncommitted, dispatch_uid="jsonrpc_app.recorder.write_uncommitted")
 
 
 def _in_caller_transaction(conn):

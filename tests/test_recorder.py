@@ -371,16 +371,23 @@ def test_with_atomic_requests_a_rolled_back_method_is_logged(call, atomic_reques
     assert Call.objects.count() == 2
 
 
-@pytest.mark.skipif(
-    connection.vendor == "sqlite",
-    reason="SQLite has one writer: with ATOMIC_REQUESTS the log is written in the request's transaction",
-)
 @pytest.mark.django_db(transaction=True)
 def test_with_atomic_requests_the_log_survives_the_rollback_of_the_request(call, atomic_requests):
+    # PostgreSQL: written on a second connection. SQLite (one writer): written
+    # in the request's transaction, and again once the request has finished.
     assert call(req("testapp.abort_request", id=1))["result"] == "aborted"
     assert not Group.objects.filter(name="aborted").exists()
     (logged,) = Call.objects.all()
     assert logged.method == "testapp.abort_request"
+    assert Envelope.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_atomic_requests_a_committed_request_is_logged_once(call, atomic_requests):
+    call([req("subtract", [2, 1], id=1), req("testapp.whoami", id=2)])
+    call(req("subtract", [5, 1], id=3))
+    assert Envelope.objects.count() == 2
+    assert Call.objects.count() == 3
 
 
 # -- LOG_DATABASE and the router ------------------------------------------------
