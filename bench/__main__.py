@@ -248,7 +248,7 @@ def main(argv=None):
                 rnd = {}
                 for target in TARGETS:
                     rnd[target] = run_json(
-                        ["bench.http", target, "--duration", str(args.duration)], env, timeout=300
+                        ["bench.over_http", target, "--duration", str(args.duration)], env, timeout=300
                     )
                 report["http"].append(rnd)
                 print("  round %d: %s" % (i + 1, ", ".join(

@@ -24,6 +24,7 @@ from rest_framework.settings import api_settings
 from . import dispatch, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
+from .registry import registry as default_registry
 from .exceptions import INTERNAL_ERROR, INVALID_REQUEST, THROTTLED, JsonRpcError
 
 _perf = time.perf_counter
@@ -56,12 +57,11 @@ def body_limit():
     DATA_UPLOAD_MAX_MEMORY_SIZE: the endpoint reads the body itself, so it
     applies Django's limit too rather than bypass it.
     """
-    limits = [
-        n
-        for n in (jsonrpc_settings.MAX_BODY_SIZE, django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
-        if n is not None
-    ]
-    return min(limits) if limits else None
+    ours = jsonrpc_settings.MAX_BODY_SIZE
+    djangos = django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if ours is None:
+        return djangos
+    return ours if djangos is None or ours <= djangos else djangos
 
 
 def _too_large(limit, size=None):
@@ -192,9 +192,7 @@ class JsonRpcView(View):
 
     def get_registry(self):
         if self.registry is None:
-            from .registry import registry
-
-            return registry
+            return default_registry
         return self.registry
 
     def get_authenticators(self):

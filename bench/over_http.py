@@ -2,7 +2,7 @@
 One target over HTTP: the bench project under gunicorn (2 sync workers on
 127.0.0.1, a free port), loaded by wrk for a bounded time per workload.
 
-    python -m bench.http TARGET [--duration SECONDS]
+    python -m bench.over_http TARGET [--duration SECONDS]
 
 Prints one JSON object: requests/s and p50/p99 latency for each workload, and
 the CPU time the workers spent per request (from /proc).
