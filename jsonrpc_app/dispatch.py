@@ -175,24 +175,30 @@ def execute(envelope, context):
     if envelope.error is not None:
         return envelope.error_response(), ([] if context.log else None)
     log = context.log
-    records = [] if log else None
     responses = []
+    if not log:
+        # The loop without a call log: nothing to time or record per call.
+        append = responses.append
+        Request = protocol.Request
+        for item in envelope.items:
+            response = call(item, context) if type(item) is Request else item.response()
+            if response is not None:
+                append(response)
+        if envelope.is_batch:
+            return (responses or None), None
+        return (responses[0] if responses else None), None
+    records = []
     for item in envelope.items:
-        record = CallRecord(item) if log else None
+        record = CallRecord(item)
         if type(item) is protocol.Request:
-            if log:
-                start = _perf()
-                response = call(item, context, record)
-                record.duration = _perf() - start
-            else:
-                response = call(item, context)
+            start = _perf()
+            response = call(item, context, record)
+            record.duration = _perf() - start
         else:
             response = item.response()
-            if log:
-                record.error = item.error
-                record.params = item.value
-        if log:
-            records.append(record)
+            record.error = item.error
+            record.params = item.value
+        records.append(record)
         if response is not None:
             responses.append(response)
     if envelope.is_batch:
