@@ -92,6 +92,7 @@ def _default_text(default):
 
 def describe_params(method):
     """Return one dict per parameter a client can fill (the CallContext one excluded)."""
+    schemas = param_schemas(method)
     rows = []
     for p in method.binder.params:
         if p.kind is P.VAR_POSITIONAL:
@@ -111,6 +112,7 @@ def describe_params(method):
                 "default": _default_text(p.default),
                 "required": p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD),
                 "kind": kind,
+                "schema": schemas.get(p.name, ""),
             }
         )
     return rows
@@ -124,6 +126,19 @@ def signature_text(method):
         return str(sig)
     except (TypeError, ValueError):
         return "(...)"
+
+
+def param_schemas(method):
+    """Return {param name: JSON Schema text} from the OpenRPC description, or {}."""
+    try:
+        from .openrpc import method_schema
+    except ImportError:
+        return {}
+    try:
+        descriptors = method_schema(method)["params"]
+    except Exception:  # a type the schema builder cannot describe: show the page anyway
+        return {}
+    return {d["name"]: _compact(d["schema"]) for d in descriptors if d.get("schema")}
 
 
 def return_type(method):
@@ -150,6 +165,9 @@ def declared_errors(method):
     """Return the errors ``method`` declares, as dicts (code, message, name, doc)."""
     rows = []
     for error in method.errors:
+        if isinstance(error, dict):
+            rows.append({"code": error.get("code", ""), "message": error.get("message", ""), "name": "", "doc": ""})
+            continue
         doc = inspect.getdoc(error) if inspect.isclass(error) else ""
         if doc and inspect.isclass(error) and doc == inspect.getdoc(error.__mro__[1]):
             doc = ""  # inherited from the base class, says nothing about this error
@@ -187,15 +205,15 @@ def params_skeleton(method):
     The OpenRPC module's skeleton, built from the param schemas, is used when
     it is there; otherwise one placeholder per parameter from its annotation.
     """
+    params = method.binder.params
+    if not params and method.params_serializer is None:
+        return None
     try:
         from .openrpc import params_skeleton as from_schema
     except ImportError:
         from_schema = None
     if from_schema is not None:
         return from_schema(method)
-    params = method.binder.params
-    if not params:
-        return None
     if any(p.kind in (P.POSITIONAL_ONLY, P.VAR_POSITIONAL) for p in params):
         return [_placeholder(p) for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
     return {p.name: _placeholder(p) for p in params if p.kind is not P.VAR_KEYWORD}
@@ -296,18 +314,22 @@ def _read(body):
     return None
 
 
-def _methods_by_id(request_body):
-    """Return {id key: method} for the requests in a logged request body."""
+def _requests_by_id(request_body):
+    """Return {id key: (method, params)} for the requests in a logged request body."""
     try:
         value = protocol.loads(request_body or "")
     except ValueError:
         return {}
     items = value if isinstance(value, list) else [value]
-    methods = {}
+    requests = {}
     for item in items:
         if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
-            methods.setdefault(_id_key(item["id"]), item["method"])
-    return methods
+            requests.setdefault(_id_key(item["id"]), (item["method"], item.get("params")))
+    return requests
+
+
+def _compact(value):
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 def _id_key(value):
@@ -403,8 +425,8 @@ class Comparison:
         self.rows = []
         if not self.readable:
             return
-        left_methods = _methods_by_id(original_request)
-        right_methods = _methods_by_id(replay_request)
+        left_requests = _requests_by_id(original_request)
+        right_requests = _requests_by_id(replay_request)
         right_keyed = {key: response for key, _rid, response in _keyed(right)}
         keys = []
         ids = {}
@@ -424,11 +446,16 @@ class Comparison:
                 a_lines = [(line, False) for line in a_text.splitlines()]
                 b_lines = [(line, False) for line in b_text.splitlines()]
             id_key = key.split("#", 1)[0]
+            sent, resent = left_requests.get(id_key), right_requests.get(id_key)
             self.rows.append(
                 {
                     "id": ids[key],
                     "id_text": json.dumps(ids[key], ensure_ascii=False),
-                    "method": left_methods.get(id_key) or right_methods.get(id_key) or "",
+                    "method": (sent or resent or ("", None))[0],
+                    # Shown when the replay sent other params than the original.
+                    "params_edited": bool(sent and resent and sent[1] != resent[1]),
+                    "params_original": _compact(sent[1]) if sent else "",
+                    "params_replay": _compact(resent[1]) if resent else "",
                     "status": status,
                     "label": STATUS_LABELS[status],
                     "changed": status != SAME,
@@ -596,7 +623,10 @@ class RpcMethodAdmin(admin.ModelAdmin):
         groups = {}
         total = 0
         detail = "%s:%s_%s_detail" % (self.admin_site.name, self.opts.app_label, self.opts.model_name)
+        superuser = request.user.is_superuser
         for method in registry:
+            if method.hidden and not superuser:
+                continue
             label = method.app_label or NO_APP
             groups.setdefault(label, [])
             total += 1
@@ -657,7 +687,7 @@ class RpcMethodAdmin(admin.ModelAdmin):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         method = self.get_registry().get(name)
-        if method is None:
+        if method is None or (method.hidden and not request.user.is_superuser):
             raise Http404(_("No JSON-RPC method is called %(name)s.") % {"name": name})
         skeleton = params_skeleton(method)
         form = {
