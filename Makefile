@@ -6,7 +6,7 @@ PY = $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench load clean
+.PHONY: run test bench load clean screenshots
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,15 @@ bench: $(BENCH_VENV)/.installed
 # PostgreSQL with a restart in the middle, then on SQLite. LOAD_ARGS="--db sqlite --calls 2000"
 load: $(VENV)/.installed
 	$(PY) -m bench.load_test $(LOAD_ARGS)
+
+# The admin pages in a real Chromium; their screenshots go to docs/ for the README.
+screenshots: $(VENV)/.installed
+	$(PY) -m pytest tests/browser
+	mkdir -p docs
+	for page in method-browser try-it replay-comparison; do \
+	  cp test-artifacts/screenshots/$$page-light.png docs/admin-$$page.png; \
+	  cp test-artifacts/screenshots/$$page-dark.png docs/admin-$$page-dark.png; \
+	done
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) db.sqlite3 .pytest_cache

@@ -167,7 +167,7 @@ def test_usage_counts_error_rate_and_median_over_24_hours_and_all_time(admin_cli
     row = next(m for g in admin_client.get(BROWSER).context["groups"] for m in g["methods"] if m["name"] == "subtract")
     assert row["stats"]["count"] == 5
     page = admin_client.get(method_url("subtract")).content.decode()
-    assert "2 (40.0&nbsp;%)" in page and "16.00&nbsp;ms" in page and "30.00&nbsp;ms" in page
+    assert "2 (40.0&nbsp;%)" in page and "16.000&nbsp;ms" in page and "30.000&nbsp;ms" in page
 
 
 def test_browser_needs_a_view_permission(staff, client_for, viewer):

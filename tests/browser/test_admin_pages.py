@@ -26,6 +26,18 @@ BATCH = [
 ]
 
 
+# Some traffic, so that the browser's usage columns have something to show.
+TRAFFIC = [
+    {"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1},
+    {"jsonrpc": "2.0", "method": "subtract", "params": [23, 42], "id": 2},
+    {"jsonrpc": "2.0", "method": "shop.reserve", "params": {"sku": "X2", "quantity": 2}, "id": 3},
+    {"jsonrpc": "2.0", "method": "shop.reserve", "params": {"sku": "X1"}, "id": 4},
+    {"jsonrpc": "2.0", "method": "sum", "params": [1, 2, 3.5], "id": 5},
+    {"jsonrpc": "2.0", "method": "get_data", "id": 6},
+    {"jsonrpc": "2.0", "method": "testapp.boom", "id": 7},
+]
+
+
 def post_over_http(live_server, body):
     request = urllib.request.Request(
         live_server.url + "/rpc/",
@@ -45,7 +57,8 @@ def try_subtract(page):
     page.wait_for_selector("#try-it-response")
 
 
-def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, superuser, screenshot):
+def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, superuser, screenshot, live_server):
+    post_over_http(live_server, TRAFFIC)
     page = new_page()
     page.goto("/admin/")
     page.fill("#id_username", "admin")
@@ -56,7 +69,9 @@ def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, super
     # The method browser is on the admin index, in the JSON-RPC section.
     page.click("#content-main a[href='/admin/jsonrpc_app/rpcmethod/']")
     page.wait_for_selector(".jsonrpc-method-row")
-    assert page.locator(".jsonrpc-method-row[data-method=subtract]").count() == 1
+    subtract = page.locator(".jsonrpc-method-row[data-method=subtract]")
+    assert subtract.count() == 1
+    assert subtract.locator("td.jsonrpc-num").all_inner_texts()[:2] == ["2", "0.0\xa0%"]
     assert page.locator(".breadcrumbs").inner_text().split() == ["Home", "›", "JSON-RPC", "›", "Methods"]
     screenshot(page, "method-browser-light")
 
@@ -80,18 +95,19 @@ def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, super
     screenshot(page, "try-it-light")
 
     # The call is in the log, from the admin, as the admin.
-    call = Call.objects.get()
+    call = Call.objects.get(source="admin")
     assert (call.method, call.source, call.user, call.result) == ("subtract", "admin", superuser, 19)
     page.click("#try-it-logged")
     page.wait_for_url("**/admin/jsonrpc_app/envelope/%d/change/" % call.envelope_id)
     assert "subtract" in page.locator("#content-main").inner_text()
     page.goto("/admin/jsonrpc_app/rpcmethod/subtract/")
-    assert page.locator("#recent-calls .jsonrpc-call-row").count() == 1
+    assert page.locator("#recent-calls .jsonrpc-call-row").count() == 3
+    assert "Admin try-it" in page.locator("#recent-calls .jsonrpc-call-row").first.inner_text()
     page.click("#all-calls-link")
     page.wait_for_selector("#result_list")
     rows = page.locator("#result_list tbody tr")
-    assert rows.count() == 1
-    assert "subtract" in rows.first.inner_text()
+    assert rows.count() == 3
+    assert all("subtract" in text for text in rows.all_inner_texts())
 
 
 def test_copy_button_puts_a_working_curl_command_on_the_clipboard(new_page, superuser, live_server):
@@ -150,7 +166,8 @@ def test_replay_an_http_batch_unchanged_then_with_one_param_edited(new_page, sup
     screenshot(dark, "replay-comparison-dark")
 
 
-def test_dark_mode_screenshots_of_the_browser_and_try_it(new_page, superuser, screenshot):
+def test_dark_mode_screenshots_of_the_browser_and_try_it(new_page, superuser, screenshot, live_server):
+    post_over_http(live_server, TRAFFIC)
     page = new_page("dark", user=superuser)
     page.goto("/admin/jsonrpc_app/rpcmethod/")
     page.wait_for_selector(".jsonrpc-method-row")
