@@ -704,11 +704,17 @@ class RpcMethodAdmin(admin.ModelAdmin):
         elif request.method != "GET":
             raise PermissionDenied
         stats = usage_stats(method.name).get(method.name) or empty_usage()
-        recent = list(
-            Call.objects.using(jsonrpc_settings.LOG_DATABASE)
-            .filter(method=method.name)
-            .select_related("user")[:RECENT_CALLS]
+        # The calls themselves (params, results, callers) are for those who may read the log.
+        can_read_log = request.user.has_perm("%s.view_call" % Call._meta.app_label) or request.user.has_perm(
+            "%s.view_envelope" % Envelope._meta.app_label
         )
+        recent = []
+        if can_read_log:
+            recent = list(
+                Call.objects.using(jsonrpc_settings.LOG_DATABASE)
+                .filter(method=method.name)
+                .select_related("user")[:RECENT_CALLS]
+            )
         call_change = "%s:%s_%s_change" % (self.admin_site.name, Call._meta.app_label, Call._meta.model_name)
         can_link_calls = self.admin_site.is_registered(Call)
         for call in recent:
@@ -728,6 +734,7 @@ class RpcMethodAdmin(admin.ModelAdmin):
             access=access_text(method),
             stats=stats,
             recent_calls=recent,
+            can_read_log=can_read_log,
             form=form,
             tryit=tryit,
             index_url=reverse(
@@ -936,7 +943,8 @@ class EnvelopeReplayMixin:
         return answer
 
     def replay_view(self, request, object_id):
-        if not self.has_replay_permission(request):
+        # Replaying shows the logged request: it takes reading the log as well.
+        if not (self.has_replay_permission(request) and self.has_view_or_change_permission(request)):
             raise PermissionDenied
         original = self._get_envelope(request, object_id)
         body = pretty_body(original.request_body)

@@ -687,3 +687,19 @@ def test_method_page_shows_each_params_json_schema(admin_client):
     params = admin_client.get(method_url("shop.reserve")).context["params"]
     assert json.loads(params[0]["schema"]) == {"type": "string"}
     assert json.loads(params[1]["schema"])["type"] == "integer"
+
+
+def test_replay_takes_reading_the_log_as_well_as_the_replay_permission(staff, client_for, batch):
+    client = client_for(staff("replay_envelope"))
+    assert client.get(envelope_url(batch, "replay")).status_code == 403
+    assert client.post(envelope_url(batch, "replay"), {"body": batch.request_body}).status_code == 403
+    assert not Envelope.objects.filter(source="replay").exists()
+
+
+def test_recent_calls_are_shown_only_to_those_who_may_read_the_log(staff, client_for):
+    log_call("subtract", 1.0)
+    client = client_for(staff("replay_envelope"))
+    response = client.get(method_url("subtract"))
+    assert response.context["recent_calls"] == []
+    assert response.context["stats"]["count"] == 1
+    assert "Reading the calls takes the permission" in response.content.decode()
