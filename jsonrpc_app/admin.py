@@ -22,7 +22,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from . import spool
-from .models import Call, Envelope, Outcome
+from .admin_views import EnvelopeReplayMixin, RpcMethodAdmin
+from .models import Call, Envelope, Outcome, RpcMethod
 
 # Filter sidebars list at most this many values (a client can invent method names).
 MAX_FILTER_CHOICES = 100
@@ -264,7 +265,7 @@ def _outcome(outcome):
 
 
 @admin.register(Envelope)
-class EnvelopeAdmin(LogAdmin):
+class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
     list_display = [
         "received",
         "kind",
@@ -431,3 +432,7 @@ class CallAdmin(LogAdmin):
         if not obj.traceback:
             return "-"
         return format_html('<pre class="jsonrpc-traceback">{}</pre>', obj.traceback)
+
+
+# The method browser and Try it; replay comes with EnvelopeReplayMixin (admin_views.py).
+admin.site.register(RpcMethod, RpcMethodAdmin)
