@@ -41,7 +41,9 @@ def chromium_path():
     return path
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in
+# this thread until it stops, and tests after these ones may run their own loops.
+@pytest.fixture(scope="module")
 def browser(chromium_path):
     try:
         from playwright.sync_api import sync_playwright
