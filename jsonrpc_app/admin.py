@@ -268,6 +268,7 @@ def _outcome(outcome):
 class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
     list_display = [
         "received",
+        "methods",
         "kind",
         "outcome_display",
         "error_code",
@@ -280,12 +281,12 @@ class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
         "remote_addr",
     ]
     list_filter = [EnvelopeOutcomeFilter, MethodFilter, ErrorCodeFilter, "source", "is_batch", UserFilter]
-    search_fields = ["request_body", "username", "endpoint"]
+    search_fields = ["methods", "request_body", "username", "endpoint"]
     inlines = [CallInline]
     fieldsets = [
         (None, {"fields": [
-            "uid", "created_at", "source", "endpoint", "kind", "outcome_display", "error",
-            "http_status", "duration", "calls_link",
+            "uid", "created_at", "source", "endpoint", "methods", "kind", "outcome_display",
+            "error", "http_status", "duration", "calls_link",
         ]}),
         (_("Caller"), {"fields": ["user_link", "username", "remote_addr", "user_agent"]}),
         (_("Replay"), {"fields": ["replay_of_link", "replays_links"]}),
@@ -293,8 +294,8 @@ class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
         (_("Response"), {"fields": ["response_pretty"]}),
     ]
     readonly_fields = [
-        "uid", "created_at", "source", "endpoint", "kind", "outcome_display", "error",
-        "http_status", "duration", "calls_link", "user_link", "username", "remote_addr",
+        "uid", "created_at", "source", "endpoint", "methods", "kind", "outcome_display",
+        "error", "http_status", "duration", "calls_link", "user_link", "username", "remote_addr",
         "user_agent", "replay_of_link", "replays_links", "request_pretty", "response_pretty",
     ]
 

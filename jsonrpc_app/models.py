@@ -72,6 +72,8 @@ class Envelope(models.Model):
     # empty batch, body too large, authentication failed...).
     error_code = models.IntegerField(_("envelope error code"), null=True, blank=True)
     error_message = models.TextField(_("envelope error message"), blank=True)
+    # The methods called, in order, each once ("subtract, echo"), for the list.
+    methods = models.CharField(_("methods"), max_length=255, blank=True)
     call_count = models.PositiveIntegerField(_("calls"), default=0)
     error_count = models.PositiveIntegerField(_("errors"), default=0)
 

@@ -226,6 +226,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         replay_of_id=getattr(replay_of, "pk", replay_of),
         error_code=_int32(envelope_error.get("code")) if envelope_error else None,
         error_message=_cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
+        methods=_method_summary(records),
         call_count=len(records),
         error_count=sum(1 for r in records if r.error is not None),
     )
@@ -249,6 +250,17 @@ def _new_call(**values):
     columns.update(_CALL_COLUMNS)
     columns.update(values)
     return call
+
+
+def _method_summary(records):
+    """Return the methods called, in order, each once, within 255 characters."""
+    names = dict.fromkeys(
+        (r.method if type(r.method) is str else "(invalid)") for r in records if r.log
+    )
+    text = ", ".join(names)
+    if len(text) > 255:
+        text = text[:250].rsplit(", ", 1)[0] + ", ..."
+    return text
 
 
 def _text(value):

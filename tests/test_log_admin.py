@@ -243,3 +243,9 @@ def test_envelope_filter_for_whole_body_errors(admin_client, rpc, logged):
     response = admin_client.get(ENVELOPES, {"outcome": "ok"})
     assert all(e.error_count == 0 and e.error_code is None for e in response.context["cl"].result_list)
     assert json.loads(response.context["cl"].result_list[0].request_body)["id"] == 9
+
+
+def test_envelope_list_shows_the_methods_called_and_finds_envelopes_by_method(admin_client, logged):
+    assert "subtract, testapp.boom, echo" in admin_client.get(ENVELOPES).content.decode()
+    response = admin_client.get(ENVELOPES, {"q": "testapp.boom"})
+    assert [e.methods for e in response.context["cl"].result_list] == ["subtract, testapp.boom, echo"]

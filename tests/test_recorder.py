@@ -57,6 +57,7 @@ def test_batch_with_notification_and_error_logs_each_call_with_outcome_and_id_ty
     assert envelope.http_status == 200
     assert envelope.source == "http"
     assert envelope.endpoint == "/rpc/"
+    assert envelope.methods == "subtract, notify_hello, testapp.app_error"
     ok, note, err = calls_of(envelope)
     assert (ok.position, ok.method, ok.outcome, ok.result, ok.params) == (0, "subtract", "ok", 19, [42, 23])
     assert ok.request_id == "1" and isinstance(ok.request_id, str)
@@ -110,6 +111,7 @@ def test_empty_batch_is_logged_as_an_invalid_request_envelope(rpc):
 def test_invalid_element_of_a_batch_is_logged_as_an_error_call_holding_the_element(call):
     call([req("subtract", [2, 1], id=1), {"jsonrpc": "2.0", "method": 1, "id": 5}, 7])
     first, bad, seven = calls_of(Envelope.objects.get())
+    assert Envelope.objects.get().methods == "subtract, (invalid)"
     assert first.outcome == "ok"
     assert (bad.outcome, bad.error_code, bad.request_id, bad.method) == ("error", -32600, 5, "")
     assert bad.params == {"jsonrpc": "2.0", "method": 1, "id": 5}
@@ -205,6 +207,7 @@ def test_method_with_log_false_is_left_out_of_a_batch_and_of_its_stored_bodies(c
     assert len(answer) == 2
     envelope = Envelope.objects.get()
     assert [c.method for c in calls_of(envelope)] == ["subtract"]
+    assert envelope.methods == "subtract"
     assert envelope.call_count == 2
     assert "heartbeat" not in envelope.request_body and "ping-secret" not in envelope.request_body
     assert json.loads(envelope.response_body) == [{"jsonrpc": "2.0", "result": 3, "id": 2}]
