@@ -26,6 +26,12 @@ and test_limits.
 | NUL, lone surrogates, 100k-char method name         | answered, and the call log still written       |
 | sensitive params                                    | "********" in the log's params and body        |
 | GET, PUT, DELETE                                    | 405 Allow: POST, nothing runs                  |
+| form content types on a session call                | -32003 CSRF (or -32600), never a 500           |
+| admin Try it / replay POST by a non-staff user      | 302 to the admin login, nothing runs           |
+| ... by staff without the replay permission          | 403, nothing runs                              |
+| ... without a CSRF token                            | 403, nothing runs                              |
+| Try it / replay of a method the staff user may not  | -32003 for that call, logged                   |
+| call                                                |                                                |
 """
 
 import base64
@@ -404,3 +410,90 @@ def test_check_warns_when_exception_text_is_exposed_outside_debug(settings):
     settings.DEBUG = False
     settings.JSONRPC = {}
     assert check_security_settings() == []
+
+
+# --- the admin's Try it and replay: staff with the replay permission only ---------------
+
+TRY_IT = "/admin/jsonrpc_app/rpcmethod/%s/"
+
+
+def replay_url(envelope):
+    return "/admin/jsonrpc_app/envelope/%s/replay/" % envelope.pk
+
+
+@pytest.fixture
+def guarded_default_method():
+    """A method of the default registry (the one the admin browses) that needs auth.view_user."""
+    from jsonrpc_app.registry import registry
+
+    method = registry.register(lambda: "users", name="security.view_users", permissions=["auth.view_user"])
+    yield method
+    registry.unregister(method.name)
+
+
+@pytest.fixture
+def logged_envelope(client):
+    post(client, req("subtract", [5, 3]), url="/rpc/")
+    return Envelope.objects.get()
+
+
+def staff_client(*codenames, username="staff"):
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def test_attack_try_it_post_by_a_non_staff_user(alice):
+    browser = Client()
+    browser.force_login(alice)
+    response = browser.post(TRY_IT % "subtract", {"params": "[5, 3]", "id": "1"})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+    assert not Envelope.objects.exists()
+
+
+def test_attack_try_it_post_by_staff_without_the_replay_permission():
+    browser = staff_client("view_envelope", "view_call", "view_rpcmethod")
+    response = browser.post(TRY_IT % "subtract", {"params": "[5, 3]", "id": "1"})
+    assert response.status_code == 403
+    assert not Envelope.objects.exists()
+
+
+def test_attack_replay_post_by_a_non_staff_user(alice, logged_envelope):
+    browser = Client()
+    browser.force_login(alice)
+    response = browser.post(replay_url(logged_envelope), {"body": logged_envelope.request_body})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+    assert not Envelope.objects.filter(source="replay").exists()
+
+
+def test_attack_replay_post_by_staff_without_the_replay_permission(logged_envelope):
+    browser = staff_client("view_envelope", "view_call", "view_rpcmethod")
+    response = browser.post(replay_url(logged_envelope), {"body": logged_envelope.request_body})
+    assert response.status_code == 403
+    assert not Envelope.objects.filter(source="replay").exists()
+
+
+def test_attack_try_it_and_replay_without_a_csrf_token(logged_envelope):
+    admin = User.objects.create_superuser("root", "root@example.com", "pw")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(admin)
+    assert browser.post(TRY_IT % "subtract", {"params": "[5, 3]", "id": "1"}).status_code == 403
+    assert browser.post(replay_url(logged_envelope), {"body": logged_envelope.request_body}).status_code == 403
+    assert Envelope.objects.count() == 1
+
+
+def test_try_it_and_replay_do_not_get_round_a_methods_permissions(guarded_default_method, logged_envelope):
+    browser = staff_client("replay_envelope", "view_envelope", "view_call")
+    response = browser.post(TRY_IT % "security.view_users", {"params": "", "id": "1"})
+    assert response.status_code == 200
+    assert json.loads(response.context["tryit"]["response"])["error"]["code"] == -32003
+    body = json.dumps(req("security.view_users", id=7))
+    browser.post(replay_url(logged_envelope), {"body": body})
+    replayed = Call.objects.get(envelope__source="replay")
+    assert (replayed.method, replayed.outcome, replayed.error_code) == ("security.view_users", "error", -32003)
