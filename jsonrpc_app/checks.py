@@ -110,6 +110,42 @@ def check_call_log_settings(app_configs=None, **kwargs):
     return errors
 
 
+@register(Tags.compatibility)
+def check_spool_settings(app_configs=None, **kwargs):
+    """The call log's spool: its timings, and a directory this process can write."""
+    import os
+
+    from .conf import jsonrpc_settings
+    from .spool import spool_dir
+
+    errors = []
+    for key in ("SPOOL_FLUSH_INTERVAL", "SPOOL_RETRY_DELAY"):
+        value = getattr(jsonrpc_settings, key)
+        if value is not None and (type(value) not in (int, float) or value < 0):
+            errors.append(
+                Error(
+                    "JSONRPC[%r] must be a number of seconds (0 or more) or None, not %r."
+                    % (key, value),
+                    id="jsonrpc_app.E040",
+                )
+            )
+    directory = spool_dir()
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        errors.append(
+            Warning(
+                "The call log's spool directory %s cannot be created or written; envelopes "
+                "the log database cannot take would be lost." % directory,
+                hint="Set JSONRPC['SPOOL_DIR'] to a directory this process can write, on a "
+                "local disk that survives a reboot.",
+                id="jsonrpc_app.W040",
+            )
+        )
+    return errors
+
+
 LIMIT_KEYS = ("MAX_BODY_SIZE", "MAX_BATCH_SIZE", "MAX_DEPTH")
 
 

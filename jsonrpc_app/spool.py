@@ -88,6 +88,7 @@ class _ProcessState:
         self.pending = None  # None: the directory was not looked at yet
         self.failing = set()
         self.thread = None
+        self.stopping = False
         self.wake = threading.Event()
 
 
@@ -429,23 +430,27 @@ def _replay_file(path, using, result):
         if os.fstat(fd).st_nlink == 0:
             # Replayed and deleted by another flush since we listed it.
             return
+        rejected = []  # (line, reason), written out once the file is done
+        chunk = []
         with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read()
-        lines = data.split(b"\n")
-        torn = lines.pop()  # b"" when the file ends with a newline
-        rejected_path = path.with_name(path.name.rsplit(".", 2)[0] + REJECTED)
-        items = []
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                items.append(_parse(line))
-            except Exception as exc:
-                _reject(rejected_path, line, exc, result)
-        if torn.strip():
-            _reject(rejected_path, torn, "torn line (the process died while writing it)", result)
-        for start in range(0, len(items), CHUNK):
-            _replay_chunk(items[start : start + CHUNK], using, result, rejected_path)
+            for line in f:
+                if not line.endswith(b"\n"):
+                    if line.strip():
+                        rejected.append((line, "torn line (the process died while writing it)"))
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    chunk.append(_parse(line))
+                except Exception as exc:
+                    rejected.append((line, exc))
+                if len(chunk) >= CHUNK:
+                    _replay_chunk(chunk, using, result, rejected)
+                    chunk = []
+        if chunk:
+            _replay_chunk(chunk, using, result, rejected)
+        if rejected:
+            _reject(path.with_name(path.name.rsplit(".", 2)[0] + REJECTED), rejected, result)
         os.unlink(path)
         _fsync_dir(path.parent)
         result.files += 1
@@ -488,15 +493,20 @@ def _parse(line):
     return _Item(uid, envelope, calls, line)
 
 
-def _reject(path, line, reason, result):
-    logger.error("Call log spool: a line cannot be replayed (%s); kept in %s", reason, path)
+def _reject(path, rejected, result):
+    """Keep lines that cannot be replayed in ``path`` (a .rejected file)."""
+    for line, reason in rejected:
+        logger.error("Call log spool: a line cannot be replayed (%s); kept in %s", reason, path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, line.rstrip(b"\n") + b"\n")
+        data = b"".join(line.rstrip(b"\n") + b"\n" for line, _reason in rejected)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
-    result.rejected += 1
+    result.rejected += len(rejected)
 
 
 def _fix_references(items, using):
@@ -520,7 +530,7 @@ def _fix_references(items, using):
                     o.__dict__[f.attname] = None
 
 
-def _replay_chunk(items, using, result, rejected_path):
+def _replay_chunk(items, using, result, rejected):
     from .models import Envelope
 
     manager = Envelope.objects.using(using)
@@ -558,9 +568,9 @@ def _replay_chunk(items, using, result, rejected_path):
             if manager.filter(uid=item.uid).exists():
                 result.present += 1
             else:
-                _reject(rejected_path, item.line, exc, result)
+                rejected.append((item.line, exc))
         except DatabaseError as exc:
-            _reject(rejected_path, item.line, exc, result)
+            rejected.append((item.line, exc))
         else:
             result.written += 1
 
@@ -595,13 +605,26 @@ def _start_flusher():
         state.thread.start()
 
 
+def stop_flusher(timeout=30):
+    """Stop this process's background flush thread (it starts again when needed)."""
+    state = _current()
+    thread = state.thread
+    if thread is None:
+        return
+    state.stopping = True
+    state.wake.set()
+    thread.join(timeout)
+    state.thread = None
+    state.stopping = False
+
+
 def _flusher(state):
     """Replay the spool while it holds anything; then wait to be woken."""
     while True:
         interval = jsonrpc_settings.SPOOL_FLUSH_INTERVAL or 5.0
         state.wake.wait(interval)
         state.wake.clear()
-        if state is not _current():
+        if state.stopping or state is not _current():
             return
         try:
             if not _has_files(spool_dir()):

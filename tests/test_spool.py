@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import socket
+import time
 from io import StringIO
 
 import psycopg
@@ -339,3 +340,49 @@ def test_admin_changelist_reports_rejected_spool_lines(admin_client, log_to, spo
     (spool_dir / ("host-1-abc" + spool.REJECTED)).write_bytes(b"{not json\n")
     page = admin_client.get("/admin/jsonrpc_app/envelope/").content.decode()
     assert "1 spooled envelope was refused by the database" in page
+
+
+@pytest.fixture
+def flush_thread():
+    yield
+    spool.stop_flusher()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_background_thread_replays_the_spool_without_another_write(
+    call, unreachable_alias, log_to, spool_dir, flush_thread
+):
+    log_to(unreachable_alias, SPOOL_FLUSH_INTERVAL=0.05)
+    call(_subtract(1))
+    call(_subtract(2))
+    assert spool.status(spool_dir).pending == 2
+    # The database is back; nobody calls: the thread replays on its own.
+    log_to("default", SPOOL_FLUSH_INTERVAL=0.05)
+    deadline = time.monotonic() + 60
+    while spool.status(spool_dir).pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert spool.status(spool_dir).pending == 0
+    assert sorted(Call.objects.values_list("request_id", flat=True)) == [1, 2]
+
+
+def _spool_check_ids():
+    from jsonrpc_app.checks import check_spool_settings
+
+    return [e.id for e in check_spool_settings()]
+
+
+def test_spool_settings_pass_the_system_checks(log_to):
+    log_to("default")
+    assert _spool_check_ids() == []
+
+
+def test_negative_spool_timings_are_a_system_check_error(log_to):
+    log_to("default", SPOOL_FLUSH_INTERVAL=-1, SPOOL_RETRY_DELAY="soon")
+    assert _spool_check_ids() == ["jsonrpc_app.E040", "jsonrpc_app.E040"]
+
+
+def test_spool_dir_that_cannot_be_written_is_a_system_check_warning(log_to, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    log_to("default", SPOOL_DIR=str(blocker / "spool"))
+    assert _spool_check_ids() == ["jsonrpc_app.W040"]
