@@ -34,7 +34,6 @@ class Migration(migrations.Migration):
                 ('user_agent', models.CharField(blank=True, max_length=512, verbose_name='user agent')),
                 ('error_code', models.IntegerField(blank=True, null=True, verbose_name='envelope error code')),
                 ('error_message', models.TextField(blank=True, verbose_name='envelope error message')),
-                ('methods', models.CharField(blank=True, max_length=255, verbose_name='methods')),
                 ('call_count', models.PositiveIntegerField(default=0, verbose_name='calls')),
                 ('error_count', models.PositiveIntegerField(default=0, verbose_name='errors')),
                 ('replay_of', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='replays', to='jsonrpc_app.envelope', verbose_name='replay of')),
