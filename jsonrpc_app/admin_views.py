@@ -28,7 +28,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
@@ -701,8 +701,8 @@ class RpcMethodAdmin(admin.ModelAdmin):
                 raise PermissionDenied
             form = {"params": request.POST.get("params", ""), "id": request.POST.get("id", ""), "errors": []}
             tryit = self.try_it(request, method, form)
-        elif request.method != "GET":
-            raise PermissionDenied
+        elif request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(["GET", "POST"])
         stats = usage_stats(method.name).get(method.name) or empty_usage()
         # The calls themselves (params, results, callers) are for those who may read the log.
         can_read_log = request.user.has_perm("%s.view_call" % Call._meta.app_label) or request.user.has_perm(
@@ -712,8 +712,8 @@ class RpcMethodAdmin(admin.ModelAdmin):
         if can_read_log:
             recent = list(
                 Call.objects.using(jsonrpc_settings.LOG_DATABASE)
-                .filter(method=method.name)
-                .select_related("user")[:RECENT_CALLS]
+                # The logged username, not a join: users may live in another database.
+                .filter(method=method.name)[:RECENT_CALLS]
             )
         call_change = "%s:%s_%s_change" % (self.admin_site.name, Call._meta.app_label, Call._meta.model_name)
         can_link_calls = self.admin_site.is_registered(Call)
@@ -966,8 +966,8 @@ class EnvelopeReplayMixin:
                 body,
                 answer.content.decode("utf-8", "replace"),
             )
-        elif request.method != "GET":
-            raise PermissionDenied
+        elif request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(["GET", "POST"])
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

@@ -703,3 +703,28 @@ def test_recent_calls_are_shown_only_to_those_who_may_read_the_log(staff, client
     assert response.context["recent_calls"] == []
     assert response.context["stats"]["count"] == 1
     assert "Reading the calls takes the permission" in response.content.decode()
+
+
+def test_method_and_replay_pages_allow_only_get_and_post(admin_client, batch):
+    for url in (method_url("subtract"), envelope_url(batch, "replay")):
+        response = admin_client.put(url)
+        assert response.status_code == 405 and response["Allow"] == "GET, POST"
+
+
+def test_every_typed_method_has_a_page_and_its_skeleton_passes_validation(admin_client, monkeypatch):
+    from tests.typed_methods import registry as typed
+
+    monkeypatch.setattr(admin.site._registry[RpcMethod], "registry", typed)
+    index = admin_client.get(BROWSER)
+    assert index.status_code == 200
+    assert {m["name"] for g in index.context["groups"] for m in g["methods"]} == {m.name for m in typed}
+    for method in typed:
+        page = admin_client.get(method_url(method.name))
+        assert page.status_code == 200, method.name
+        if not method.enabled:
+            continue
+        form = page.context["form"]
+        answer = json.loads(
+            admin_client.post(method_url(method.name), {"params": form["params"], "id": "1"}).context["tryit"]["response"]
+        )
+        assert answer.get("error", {}).get("code") != -32602, (method.name, form["params"], answer)
