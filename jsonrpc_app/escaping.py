@@ -189,6 +189,27 @@ BODY_FIELDS = frozenset({"request_body", "response_body"})
 _NUL_OR_SURROGATE = re.compile(r"[\x00\ud800-\udfff]")
 
 
+_FIELDS = {}
+
+
+def _fields(model):
+    """Return (JSON attnames, body attnames, other text attnames) of ``model``, cached."""
+    try:
+        return _FIELDS[model]
+    except KeyError:
+        pass
+    json_names, body_names, text_names = [], [], []
+    for field in model._meta.concrete_fields:
+        if isinstance(field, models.JSONField):
+            json_names.append(field.attname)
+        elif field.attname in BODY_FIELDS:
+            body_names.append(field.attname)
+        elif isinstance(field, (models.CharField, models.TextField)):
+            text_names.append(field.attname)
+    _FIELDS[model] = result = (tuple(json_names), tuple(body_names), tuple(text_names))
+    return result
+
+
 def make_storable(instance):
     """
     Escape, in place, every text and JSON value of a call-log model instance.
@@ -196,16 +217,17 @@ def make_storable(instance):
     Body columns are expected to hold ``escape_body()`` text already; one that
     still holds NUL or a surrogate is escaped here with the body rules.
     """
-    for field in instance._meta.concrete_fields:
-        attname = field.attname
-        value = instance.__dict__.get(attname)
-        if value is None:
-            continue
-        if isinstance(field, models.JSONField):
-            instance.__dict__[attname] = escape_json(value)
-        elif type(value) is str:
-            if attname in BODY_FIELDS:
-                if _NUL_OR_SURROGATE.search(value) is not None:
-                    instance.__dict__[attname] = escape_body(value)
-            else:
-                instance.__dict__[attname] = escape_text(value)
+    values = instance.__dict__
+    json_names, body_names, text_names = _fields(type(instance))
+    for name in json_names:
+        value = values.get(name)
+        if value is not None and type(value) is not int and type(value) is not bool:
+            values[name] = escape_json(value)
+    for name in body_names:
+        value = values.get(name)
+        if type(value) is str and _NUL_OR_SURROGATE.search(value) is not None:
+            values[name] = escape_body(value)
+    for name in text_names:
+        value = values.get(name)
+        if type(value) is str and value:
+            values[name] = escape_text(value)
