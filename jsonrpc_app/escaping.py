@@ -39,6 +39,8 @@ keeps the digits as they were sent.
 import json
 import re
 
+import orjson
+
 from django.db import models
 from django.db.models import Value
 from django.db.models.functions import Cast
@@ -210,6 +212,22 @@ def _fields(model):
     return result
 
 
+def _storable_as_is(value):
+    """
+    Return True when escape_json() has nothing to change in the container
+    ``value``, found without walking it: its orjson text holds no backslash
+    (so no string holds NUL, a control character or a backslash), no null
+    (which a non-finite float would have been written as), and orjson wrote
+    it at all (it refuses lone surrogates, integers beyond 64 bits and
+    non-string keys). Anything else goes through escape_json().
+    """
+    try:
+        data = orjson.dumps(value)
+    except TypeError:
+        return False
+    return b"\\" not in data and b"null" not in data
+
+
 def make_storable(instance):
     """
     Escape, in place, every text and JSON value of a call-log model instance.
@@ -222,6 +240,9 @@ def make_storable(instance):
     for name in json_names:
         value = values.get(name)
         if value is not None and type(value) is not int and type(value) is not bool:
+            t = type(value)
+            if (t is dict or t is list) and _storable_as_is(value):
+                continue
             values[name] = escape_json(value)
     for name in body_names:
         value = values.get(name)
