@@ -11,6 +11,12 @@ def _spool_per_test(settings, tmp_path):
         "SPOOL_DIR": str(tmp_path / "jsonrpc-spool"),
         "SPOOL_FLUSH_INTERVAL": None,
     }
+    yield
+    # A test that started the background flush thread must not leave it
+    # running: it would replay the next test's spool from under it.
+    from jsonrpc_app import spool
+
+    spool.stop_flusher()
 
 
 @pytest.fixture
