@@ -93,12 +93,22 @@ def ratio(a, b):
     return "%.2f×" % (a / b) if a and b else "–"
 
 
+def paired(values, bases):
+    """The median over rounds of value / base, each pair from the same round."""
+    return statistics.median(v / b for v, b in zip(values, bases) if b)
+
+
+def fmt(r):
+    return "%.2f×" % r
+
+
 def spread(values):
     med = statistics.median(values)
     return "±%.0f%%" % ((max(values) - min(values)) / 2 / med * 100) if med else "–"
 
 
 def inprocess_table(rounds, key):
+    """Return (markdown table, {(target, workload): median µs}, {(target, workload): ratio to bare})."""
     other = "wall_us" if key == "us" else "us"
     lines = [
         "| workload | target | µs per call (%s) | spread | × bare | × modern-rpc | (%s µs) |"
@@ -106,18 +116,20 @@ def inprocess_table(rounds, key):
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     medians = {}
+    ratios = {}
     for name, (label, *_rest) in WORKLOADS.items():
+        series = {t: [r[t][key][name] for r in rounds] for t in TARGETS}
         for target in TARGETS:
-            medians[target, name] = statistics.median(r[target][key][name] for r in rounds)
-        for target in TARGETS:
-            m = medians[target, name]
+            values = series[target]
+            medians[target, name] = statistics.median(values)
+            ratios[target, name] = paired(values, series["bare"])
             lines.append(
                 "| %s | %s | %.2f | %s | %s | %s | %.2f |"
-                % (label, LABELS[target], m, spread([r[target][key][name] for r in rounds]),
-                   ratio(m, medians["bare", name]), ratio(m, medians["modern-rpc", name]),
+                % (label, LABELS[target], medians[target, name], spread(values),
+                   fmt(ratios[target, name]), fmt(paired(values, series["modern-rpc"])),
                    statistics.median(r[target][other][name] for r in rounds))
             )
-    return "\n".join(lines), medians
+    return "\n".join(lines), medians, ratios
 
 
 def http_table(rounds):
@@ -129,55 +141,90 @@ def http_table(rounds):
     medians = {}
     for name in HTTP_WORKLOADS:
         label = WORKLOADS[name][0].replace(", per call", "")
+        runs = {t: [r[t]["http"][name] for r in rounds] for t in TARGETS}
+        rps = {t: [run["rps"] for run in runs[t]] for t in TARGETS}
+        # Capacity: the inverse of the workers' CPU per request.
+        cap = {t: [1.0 / run["cpu_us"] if run["cpu_us"] else 0.0 for run in runs[t]] for t in TARGETS}
         for target in TARGETS:
-            runs = [r[target]["http"][name] for r in rounds]
-            medians[target, name] = {
-                key: statistics.median(run[key] for run in runs)
-                for key in ("rps", "p50_us", "p99_us", "cpu_us")
-            }
-            medians[target, name]["errors"] = sum(run["errors"] + run["non_2xx"] for run in runs)
-        for target in TARGETS:
-            m = medians[target, name]
+            m = {key: statistics.median(run[key] for run in runs[target])
+                 for key in ("rps", "p50_us", "p99_us", "cpu_us")}
+            m["errors"] = sum(run["errors"] + run["non_2xx"] for run in runs[target])
+            m["rps_bare"] = paired(rps[target], rps["bare"])
+            m["rps_modern"] = paired(rps[target], rps["modern-rpc"])
+            m["cap_bare"] = paired(cap[target], cap["bare"])
+            m["cap_modern"] = paired(cap[target], cap["modern-rpc"])
+            medians[target, name] = m
             lines.append(
                 "| %s | %s | %.0f | %.2f | %.2f | %s | %s | %.0f | %s | %s |%s"
                 % (label, LABELS[target], m["rps"], m["p50_us"] / 1000, m["p99_us"] / 1000,
-                   ratio(m["rps"], medians["bare", name]["rps"]),
-                   ratio(m["rps"], medians["modern-rpc", name]["rps"]),
-                   m["cpu_us"],
-                   ratio(medians["bare", name]["cpu_us"], m["cpu_us"]),
-                   ratio(medians["modern-rpc", name]["cpu_us"], m["cpu_us"]),
+                   fmt(m["rps_bare"]), fmt(m["rps_modern"]), m["cpu_us"],
+                   fmt(m["cap_bare"]), fmt(m["cap_modern"]),
                    " %d errors" % m["errors"] if m["errors"] else "")
             )
     return "\n".join(lines), medians
 
 
-def verdicts(us, http):
-    """The targets of issue 6, checked against this run."""
+def verdicts(rounds, key, http):
+    """The targets of issue 6, checked against this run (paired ratios, as in the tables)."""
     out = []
 
     def check(text, value, limit, ok):
         out.append("- [%s] %s: %.2f (target %s)" % ("x" if ok else " ", text, value, limit))
 
-    if us:
-        r = us["app", "single"] / us["bare", "single"]
+    def ratio_of(target, base, name):
+        return paired([r[target][key][name] for r in rounds], [r[base][key][name] for r in rounds])
+
+    if rounds:
+        r = ratio_of("app", "bare", "single")
         check("single call, logging off, × bare", r, "≤ 1.10", r <= 1.10)
-        r = us["app", "batch"] / us["bare", "batch"]
+        r = ratio_of("app", "bare", "batch")
         check("batch of %d, logging off, × bare per call" % BATCH, r, "≤ 1.25", r <= 1.25)
-        r = us["app-log", "batch"] / us["app", "batch"]
+        r = ratio_of("app-log", "app", "batch")
         check("batch of %d, logging on × logging off" % BATCH, r, "≤ 3", r <= 3)
-        slower = [n for n in WORKLOADS if us["app", n] >= us["modern-rpc", n]]
-        worst = max(us["app", n] / us["modern-rpc", n] for n in WORKLOADS)
-        check("in-process, logging off, worst row × modern-rpc", worst, "< 1 on every row", not slower)
+        worst = max(ratio_of("app", "modern-rpc", n) for n in WORKLOADS)
+        check("in-process, logging off, worst row × modern-rpc", worst, "< 1 on every row", worst < 1)
     if http:
-        r = http["app", "batch"]["rps"] / http["bare", "batch"]["rps"]
+        r = http["app", "batch"]["rps_bare"]
         check("HTTP batch of %d, logging off, × bare req/s" % BATCH, r, "≥ 0.85", r >= 0.85)
-        r = http["bare", "batch"]["cpu_us"] / http["app", "batch"]["cpu_us"]
+        r = http["app", "batch"]["cap_bare"]
         check("HTTP batch of %d, logging off, × bare capacity (worker CPU)" % BATCH, r, "≥ 0.85", r >= 0.85)
-        worst = min(http["app", n]["rps"] / http["modern-rpc", n]["rps"] for n in HTTP_WORKLOADS)
+        worst = min(http["app", n]["rps_modern"] for n in HTTP_WORKLOADS)
         check("HTTP, logging off, worst row × modern-rpc req/s", worst, "> 1 on every row", worst > 1)
-        worst = min(http["modern-rpc", n]["cpu_us"] / http["app", n]["cpu_us"] for n in HTTP_WORKLOADS)
+        worst = min(http["app", n]["cap_modern"] for n in HTTP_WORKLOADS)
         check("HTTP, logging off, worst row × modern-rpc capacity", worst, "> 1 on every row", worst > 1)
     return "\n".join(out)
+
+
+def render(report):
+    """Return the tables (markdown) of a run's raw figures."""
+    key = report.get("clock", "us")
+    sections = []
+    http = None
+    if report["inprocess"]:
+        table, _medians, _ratios = inprocess_table(report["inprocess"], key)
+        queries = report["inprocess"][-1]["app-log"].get("queries", {})
+        sections.append(
+            "### In-process (Django's WSGIHandler), median of %d rounds\n\n%s\n\n"
+            "Ratios: the median over rounds of the ratio within each round (the targets of a round "
+            "run one after the other, so a busy spell hits them alike). "
+            "Spread: half the range of the rounds, in %% of the median. "
+            "Logging on, SQL statements per envelope: single call %s; batch of %d %s."
+            % (len(report["inprocess"]), table, " ".join(queries.get("single", [])), BATCH,
+               " ".join(queries.get("batch", [])))
+        )
+    if report["http"]:
+        table, http = http_table(report["http"])
+        sections.append(
+            "### Over HTTP (gunicorn, 2 sync workers, 127.0.0.1; wrk 1 thread, 4 connections, %ds), "
+            "median of %d rounds\n\n%s\n\n"
+            "Worker CPU: the user + system time of gunicorn's workers per request (/proc); "
+            "capacity = its inverse, as a ratio: what req/s would be with the cores to itself."
+            % (report.get("duration", 2), len(report["http"]), table)
+        )
+    elif not report.get("wrk", True):
+        sections.append("### Over HTTP\n\nSkipped: wrk is not installed (Debian: `apt-get install wrk`).")
+    sections.append("### Targets of issue 6\n\n" + verdicts(report["inprocess"], key, http))
+    return "\n\n".join(sections)
 
 
 def main(argv=None):
@@ -194,7 +241,12 @@ def main(argv=None):
     parser.add_argument("--duration", type=int, default=2, help="seconds of wrk load per workload and round")
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--no-inprocess", action="store_true")
+    parser.add_argument("--tables", metavar="JSON", help="print the tables of a saved run (latest.json) and stop")
     args = parser.parse_args(argv)
+    if args.tables:
+        report = json.loads(Path(args.tables).read_text())
+        print("\n".join(report["machine"]) + "\n\n" + render(report))
+        return
 
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings")
     env.setdefault("BENCH_RESULTS_DIR", str(HERE / "results"))
@@ -211,9 +263,14 @@ def main(argv=None):
         % ("startproject's 7 middleware" if middleware == "django" else "[] (none)", log_database()),
     ]
     print("\n".join(header), flush=True)
-    report = {"machine": header, "inprocess": [], "http": []}
-    us = http = None
-    sections = []
+    report = {
+        "machine": header,
+        "clock": key,
+        "duration": args.duration,
+        "wrk": shutil.which("wrk") is not None or args.no_http,
+        "inprocess": [],
+        "http": [],
+    }
 
     if not args.no_inprocess:
         print("\nIn-process: %d interleaved rounds of %s; %s µs single/batched call ..."
@@ -228,44 +285,23 @@ def main(argv=None):
             print("  round %d: %s" % (i + 1, ", ".join(
                 "%s %.1f/%.2f" % (t, rnd[t][key]["single"], rnd[t][key]["batch"]) for t in TARGETS
             )), flush=True)
-        table, us = inprocess_table(report["inprocess"], key)
-        queries = report["inprocess"][-1]["app-log"].get("queries", {})
-        sections.append(
-            "### In-process (Django's WSGIHandler), median of %d rounds\n\n%s\n\n"
-            "Spread: half the range of the rounds, in %% of the median. "
-            "Logging on, SQL statements per envelope: single call %s; batch of %d %s."
-            % (args.rounds, table, " ".join(queries.get("single", [])), BATCH,
-               " ".join(queries.get("batch", [])))
-        )
 
-    if not args.no_http:
-        if shutil.which("wrk") is None:
-            sections.append("### Over HTTP\n\nSkipped: wrk is not installed (Debian: `apt-get install wrk`).")
-        else:
-            print("\nHTTP: %d interleaved rounds, gunicorn 2 sync workers, wrk %ds per workload ..."
-                  % (args.http_rounds, args.duration), flush=True)
-            for i in range(args.http_rounds):
-                rnd = {}
-                for target in TARGETS:
-                    rnd[target] = run_json(
-                        ["bench.over_http", target, "--duration", str(args.duration)], env, timeout=300
-                    )
-                report["http"].append(rnd)
-                print("  round %d: %s" % (i + 1, ", ".join(
-                    "%s %.0f/%.0f req/s" % (t, rnd[t]["http"]["single"]["rps"], rnd[t]["http"]["batch"]["rps"])
-                    for t in TARGETS
-                )), flush=True)
-            table, http = http_table(report["http"])
-            sections.append(
-                "### Over HTTP (gunicorn, 2 sync workers, 127.0.0.1; wrk 1 thread, 4 connections, %ds), "
-                "median of %d rounds\n\n%s\n\n"
-                "Worker CPU: the user + system time of gunicorn's workers per request (/proc); "
-                "capacity = the inverse, as a ratio: what req/s would be with the cores to itself."
-                % (args.duration, args.http_rounds, table)
-            )
+    if not args.no_http and shutil.which("wrk") is not None:
+        print("\nHTTP: %d interleaved rounds, gunicorn 2 sync workers, wrk %ds per workload ..."
+              % (args.http_rounds, args.duration), flush=True)
+        for i in range(args.http_rounds):
+            rnd = {}
+            for target in TARGETS:
+                rnd[target] = run_json(
+                    ["bench.over_http", target, "--duration", str(args.duration)], env, timeout=300
+                )
+            report["http"].append(rnd)
+            print("  round %d: %s" % (i + 1, ", ".join(
+                "%s %.0f/%.0f req/s" % (t, rnd[t]["http"]["single"]["rps"], rnd[t]["http"]["batch"]["rps"])
+                for t in TARGETS
+            )), flush=True)
 
-    sections.append("### Targets of issue 6\n\n" + verdicts(us, http))
-    text = "\n\n".join(sections)
+    text = render(report)
     print("\n" + text)
     print("\nLoad average at end %.2f; took %.0f s." % (os.getloadavg()[0], time.time() - started))
     out = Path(env["BENCH_RESULTS_DIR"]) / "latest.json"
