@@ -15,6 +15,7 @@ import argparse
 import io
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -60,20 +61,27 @@ def post(handler, environ, body):
 
 
 def timed(handler, environ, body, budget, warmup):
-    """Return (CPU seconds, wall seconds) per body, over ``budget`` seconds of CPU."""
+    """
+    Return (CPU seconds, wall seconds) per body over ``budget`` seconds of CPU:
+    the median of chunks of a few bodies each, so that a spell in which the
+    machine's other work slows this process down weighs as one chunk, not as
+    its whole length.
+    """
     for _ in range(warmup):
         post(handler, environ, body)
-    count = 0
-    cpu = time.process_time
-    start, wall = cpu(), time.perf_counter()
-    deadline = start + budget
+    cpu, wall = time.process_time, time.perf_counter
+    per_chunk = max(1, warmup // 2)
+    cpus, walls = [], []
+    deadline = cpu() + budget
     while True:
-        for _ in range(10):
+        c, w = cpu(), wall()
+        for _ in range(per_chunk):
             post(handler, environ, body)
-        count += 10
         now = cpu()
-        if now >= deadline:
-            return (now - start) / count, (time.perf_counter() - wall) / count
+        cpus.append((now - c) / per_chunk)
+        walls.append((wall() - w) / per_chunk)
+        if now >= deadline and len(cpus) >= 5:
+            return statistics.median(cpus), statistics.median(walls)
 
 
 def clear_log():
