@@ -166,6 +166,19 @@ def _finds_no_one(request):
     return True
 
 
+def _configured(classes, setting, drf_setting):
+    """
+    Return the classes an endpoint uses for one concern: ``classes`` (the
+    view's attribute) unless None, else the JSONRPC setting ``setting``
+    unless None, else DRF's ``drf_setting``.
+    """
+    if classes is None:
+        classes = getattr(jsonrpc_settings, setting)
+        if classes is None:
+            classes = getattr(api_settings, drf_setting)
+    return classes
+
+
 class JsonRpcView(View):
     """
     A JSON-RPC 2.0 endpoint serving the methods of ``registry``.
@@ -196,27 +209,19 @@ class JsonRpcView(View):
         return self.registry
 
     def get_authenticators(self):
-        classes = self.authentication_classes
-        if classes is None:
-            classes = jsonrpc_settings.AUTHENTICATION_CLASSES
-        if classes is None:
-            classes = api_settings.DEFAULT_AUTHENTICATION_CLASSES
+        classes = _configured(
+            self.authentication_classes, "AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES"
+        )
         return [auth() for auth in classes]
 
     def get_permissions(self):
-        classes = self.permission_classes
-        if classes is None:
-            classes = jsonrpc_settings.PERMISSION_CLASSES
-        if classes is None:
-            classes = api_settings.DEFAULT_PERMISSION_CLASSES
+        classes = _configured(
+            self.permission_classes, "PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES"
+        )
         return [permission() for permission in classes if permission is not AllowAny]
 
     def get_throttles(self):
-        classes = self.throttle_classes
-        if classes is None:
-            classes = jsonrpc_settings.THROTTLE_CLASSES
-        if classes is None:
-            classes = api_settings.DEFAULT_THROTTLE_CLASSES
+        classes = _configured(self.throttle_classes, "THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES")
         return [throttle() for throttle in classes]
 
     def check_endpoint(self, request):
