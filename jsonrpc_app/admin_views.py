@@ -547,10 +547,36 @@ def _has_replay_permission(request):
     return request.user.has_perm("%s.%s" % (opts.app_label, REPLAY_PERMISSION))
 
 
+class _RegistryAdminMixin:
+    """
+    What the method browser and envelope replay share: the registry they run
+    (``registry``, else the default one), the replay permission, and URL
+    patterns wrapped and named as the admin's own.
+    """
+
+    registry = None
+
+    def get_registry(self):
+        if self.registry is None:
+            from .registry import registry
+
+            return registry
+        return self.registry
+
+    def has_replay_permission(self, request):
+        return _has_replay_permission(request)
+
+    def _admin_paths(self, *routes):
+        """Return a path() per (route, view, name) behind admin_view(), named <app>_<model>_<name>."""
+        prefix = "%s_%s_" % (self.opts.app_label, self.opts.model_name)
+        wrap = self.admin_site.admin_view
+        return [path(route, wrap(view), name=prefix + name) for route, view, name in routes]
+
+
 # -- the method browser ---------------------------------------------------------
 
 
-class RpcMethodAdmin(admin.ModelAdmin):
+class RpcMethodAdmin(_RegistryAdminMixin, admin.ModelAdmin):
     """
     The method browser: the index of a registry's methods and one page per method.
 
@@ -562,13 +588,6 @@ class RpcMethodAdmin(admin.ModelAdmin):
     endpoint_url = None
     index_template = None
     detail_template = None
-
-    def get_registry(self):
-        if self.registry is None:
-            from .registry import registry
-
-            return registry
-        return self.registry
 
     # Nothing to add, change or delete: the methods are code.
     def has_add_permission(self, request):
@@ -589,16 +608,11 @@ class RpcMethodAdmin(admin.ModelAdmin):
             or _has_replay_permission(request)
         )
 
-    def has_replay_permission(self, request):
-        return _has_replay_permission(request)
-
     def get_urls(self):
-        info = self.opts.app_label, self.opts.model_name
-        wrap = self.admin_site.admin_view
-        return [
-            path("", wrap(self.changelist_view), name="%s_%s_changelist" % info),
-            path("<path:name>/", wrap(self.method_view), name="%s_%s_detail" % info),
-        ]
+        return self._admin_paths(
+            ("", self.changelist_view, "changelist"),
+            ("<path:name>/", self.method_view, "detail"),
+        )
 
     def get_endpoint_url(self, request):
         url = self.endpoint_url
@@ -867,7 +881,7 @@ def replay_selected(modeladmin, request, queryset):
     return None
 
 
-class EnvelopeReplayMixin:
+class EnvelopeReplayMixin(_RegistryAdminMixin):
     """
     Replay for the envelope admin: put it first in the bases of its ModelAdmin.
 
@@ -883,25 +897,11 @@ class EnvelopeReplayMixin:
     # its own ``actions`` lists replay_selected there too.
     actions = [replay_selected]
 
-    def get_registry(self):
-        if self.registry is None:
-            from .registry import registry
-
-            return registry
-        return self.registry
-
-    def has_replay_permission(self, request):
-        return _has_replay_permission(request)
-
     def get_urls(self):
-        info = self.opts.app_label, self.opts.model_name
-        wrap = self.admin_site.admin_view
         return [
-            path("<path:object_id>/replay/", wrap(self.replay_view), name="%s_%s_replay" % info),
-            path(
-                "<path:object_id>/comparison/",
-                wrap(self.comparison_view),
-                name="%s_%s_comparison" % info,
+            *self._admin_paths(
+                ("<path:object_id>/replay/", self.replay_view, "replay"),
+                ("<path:object_id>/comparison/", self.comparison_view, "comparison"),
             ),
             *super().get_urls(),
         ]
