@@ -45,3 +45,23 @@ def call(rpc):
         return json.loads(response.content)
 
     return post
+
+
+@pytest.fixture
+def fresh_security_endpoints():
+    """Start and end with an empty cache (the throttles' history) and tests.security_urls.RUNS at zero."""
+    from django.core.cache import cache
+
+    from tests.security_urls import RUNS
+
+    cache.clear()
+    RUNS["count"] = 0
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def alice(db):
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("alice", "alice@example.com", "alice-pw")

@@ -16,22 +16,19 @@ import tracemalloc
 
 import pytest
 from django.core.asgi import get_asgi_application
-from django.core.cache import cache
 from django.test import RequestFactory
 from django.test.client import ClientHandler
 
 from jsonrpc_app.models import Envelope
 from tests.security_urls import RUNS
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.urls("tests.security_urls"),
+    pytest.mark.usefixtures("fresh_security_endpoints"),
+]
 
 LIMIT = 1024 * 1024
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    cache.clear()
-    RUNS["count"] = 0
 
 
 class Stream:

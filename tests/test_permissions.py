@@ -5,12 +5,10 @@ login_required, CSRF for session-authenticated calls, the CallContext
 argument, hidden and disabled methods.
 """
 
-import base64
 import json
 
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.core.cache import cache
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
@@ -22,47 +20,19 @@ from jsonrpc_app.exceptions import (
     PERMISSION_DENIED,
 )
 from jsonrpc_app.models import Call, Envelope
+from tests.helpers import basic, post, req
 from tests.security_urls import RUNS, secure
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    cache.clear()
-    RUNS["count"] = 0
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def alice(db):
-    return User.objects.create_user("alice", "alice@example.com", "alice-pw")
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.urls("tests.security_urls"),
+    pytest.mark.usefixtures("fresh_security_endpoints"),
+]
 
 
 @pytest.fixture
 def bob(db):
     return User.objects.create_user("bob", "bob@example.com", "bob-pw")
-
-
-def post(client, url, body, **extra):
-    if not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    response = client.generic("POST", url, body, content_type="application/json", **extra)
-    assert response.status_code in (200, 204), response.status_code
-    return json.loads(response.content) if response.content else None
-
-
-def req(method, params=None, id=1):
-    body = {"jsonrpc": "2.0", "method": method, "id": id}
-    if params is not None:
-        body["params"] = params
-    return body
-
-
-def basic(username, password):
-    token = base64.b64encode(("%s:%s" % (username, password)).encode()).decode()
-    return {"HTTP_AUTHORIZATION": "Basic " + token}
 
 
 # --- authentication of the endpoint -------------------------------------------------

@@ -34,51 +34,29 @@ and test_limits.
 | call                                                |                                                |
 """
 
-import base64
 import json
 import tracemalloc
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from django.test import Client
 
 from jsonrpc_app import MethodRegistry
 from jsonrpc_app.models import Call, Envelope
+from tests import helpers
+from tests.helpers import basic, req
 from tests.security_urls import RUNS
 from tests.test_limits import LIMIT, Stream, wsgi_post
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    cache.clear()
-    RUNS["count"] = 0
-
-
-@pytest.fixture
-def alice(db):
-    return User.objects.create_user("alice", "alice@example.com", "alice-pw")
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.urls("tests.security_urls"),
+    pytest.mark.usefixtures("fresh_security_endpoints"),
+]
 
 
 def post(client, body, url="/secure/", **extra):
-    if not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    response = client.generic("POST", url, body, content_type="application/json", **extra)
-    assert response.status_code in (200, 204), response.status_code
-    return json.loads(response.content) if response.content else None
-
-
-def req(method, params=None, id=1):
-    body = {"jsonrpc": "2.0", "method": method, "id": id}
-    if params is not None:
-        body["params"] = params
-    return body
-
-
-def basic(username, password):
-    return {"HTTP_AUTHORIZATION": "Basic " + base64.b64encode(("%s:%s" % (username, password)).encode()).decode()}
+    return helpers.post(client, url, body, **extra)
 
 
 def error_of(answer):

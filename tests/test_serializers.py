@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from jsonrpc_app.models import Call
+from tests.helpers import req
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.typed_urls")]
 
@@ -21,13 +22,6 @@ def typed(client):
         return json.loads(response.content)
 
     return post
-
-
-def req(method, params=None, id=1):
-    body = {"jsonrpc": "2.0", "method": method, "id": id}
-    if params is not None:
-        body["params"] = params
-    return body
 
 
 # -- params_serializer ------------------------------------------------------------

@@ -9,36 +9,17 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.cache import cache
 
 from jsonrpc_app.exceptions import THROTTLED
 from jsonrpc_app.models import Call, Envelope
+from tests.helpers import post, req
 from tests.security_urls import RUNS
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security_urls")]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    cache.clear()
-    RUNS["count"] = 0
-    yield
-    cache.clear()
-
-
-def post(client, url, body, **extra):
-    response = client.generic(
-        "POST", url, json.dumps(body), content_type="application/json", **extra
-    )
-    assert response.status_code in (200, 204), response.status_code
-    return json.loads(response.content) if response.content else None
-
-
-def req(method, params=None, id=1):
-    body = {"jsonrpc": "2.0", "method": method, "id": id}
-    if params is not None:
-        body["params"] = params
-    return body
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.urls("tests.security_urls"),
+    pytest.mark.usefixtures("fresh_security_endpoints"),
+]
 
 
 def assert_throttled(error):
