@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Run as a script, bench/ would come first on sys.path and its modules (bench/http.py)
-# would shadow the standard library's.
+# Run as a script, bench/ would come first on sys.path and its modules would shadow
+# the standard library's (bench/profile.py for the profile module cProfile imports).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 if not __package__:
-    # Run as a file: bench/ itself must not shadow the standard library (bench/http.py).
+    # Run as a file: bench/ itself must not shadow the standard library (bench/profile.py).
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
