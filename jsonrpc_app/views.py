@@ -25,7 +25,7 @@ from . import dispatch, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
 from .registry import registry as default_registry
-from .exceptions import INTERNAL_ERROR, INVALID_REQUEST, THROTTLED, JsonRpcError
+from .exceptions import THROTTLED
 
 _perf = time.perf_counter
 
