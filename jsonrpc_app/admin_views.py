@@ -566,6 +566,24 @@ class _RegistryAdminMixin:
     def has_replay_permission(self, request):
         return _has_replay_permission(request)
 
+    def answer_as_admin(self, request, body, source, endpoint, replay_of=None):
+        """Answer ``body`` through the endpoint's path as the logged-in admin user."""
+        context = CallContext(
+            request=request,
+            user=request.user,
+            source=source,
+            registry=self.get_registry(),
+            endpoint=endpoint,
+            replay_of=replay_of,
+            log=_log_enabled(),
+        )
+        return service.answer(
+            body,
+            context,
+            remote_addr=request.META.get("REMOTE_ADDR"),
+            user_agent=request.META.get("HTTP_USER_AGENT", ""),
+        )
+
     def _admin_paths(self, *routes):
         """Return a path() per (route, view, name) behind admin_view(), named <app>_<model>_<name>."""
         prefix = "%s_%s_" % (self.opts.app_label, self.opts.model_name)
@@ -807,20 +825,7 @@ class RpcMethodAdmin(_RegistryAdminMixin, admin.ModelAdmin):
             body["id"] = rid
         body_text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         endpoint = self.get_endpoint_url(request)
-        context = CallContext(
-            request=request,
-            user=request.user,
-            source="admin",
-            registry=self.get_registry(),
-            endpoint=urlsplit(endpoint).path,
-            log=_log_enabled(),
-        )
-        answer = service.answer(
-            body_text,
-            context,
-            remote_addr=request.META.get("REMOTE_ADDR"),
-            user_agent=request.META.get("HTTP_USER_AGENT", ""),
-        )
+        answer = self.answer_as_admin(request, body_text, "admin", urlsplit(endpoint).path)
         envelope_url = None
         if answer.envelope is not None:
             envelope_url = _admin_url(self.admin_site, Envelope, "change", answer.envelope.pk)
@@ -937,21 +942,7 @@ class EnvelopeReplayMixin(_RegistryAdminMixin):
 
     def replay(self, request, original, body):
         """Run ``body`` as a replay of ``original``, as the admin; return the service's Answer."""
-        context = CallContext(
-            request=request,
-            user=request.user,
-            source="replay",
-            registry=self.get_registry(),
-            endpoint=original.endpoint,
-            replay_of=original,
-            log=_log_enabled(),
-        )
-        answer = service.answer(
-            body,
-            context,
-            remote_addr=request.META.get("REMOTE_ADDR"),
-            user_agent=request.META.get("HTTP_USER_AGENT", ""),
-        )
+        answer = self.answer_as_admin(request, body, "replay", original.endpoint, replay_of=original)
         if answer.envelope is not None:
             self.log_change(request, original, _("Replayed as %(replay)s.") % {"replay": answer.envelope})
         return answer
