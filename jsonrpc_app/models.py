@@ -8,12 +8,21 @@ The user foreign keys carry no database constraint and do nothing when the
 user is deleted: the log may live in another database than the users (see
 LOG_DATABASE), and an audit trail keeps who called even after the account is
 gone (``username`` is a snapshot taken when the call was logged).
+
+Every index is paid for on every logged row, so only the list's date order,
+the method and an envelope's calls have full indexes; the filters that pick
+rare rows (errors, error codes, users, sources other than HTTP, replays) have
+partial indexes that the common row, an OK call over HTTP, does not touch.
+A partial index serves a query only when the query's WHERE states its
+condition, which is why the admin's filters add ``NOT_HTTP`` and
+``ENVELOPE_HAS_ERRORS`` (below) to what they filter on.
 """
 
 import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -30,6 +39,27 @@ class Outcome(models.TextChoices):
     ERROR = "error", _("Error")
 
 
+# The conditions of the partial indexes. A query uses one only when its WHERE
+# holds the condition itself (SQLite matches terms literally; an ``x = value``
+# term also stands for ``x IS NOT NULL``), so the admin filters on rare sources
+# and on failed envelopes add these Q objects to their own terms.
+NOT_HTTP = ~Q(source=Source.HTTP)
+ENVELOPE_HAS_ERRORS = Q(error_count__gt=0) | Q(error_code__isnull=False)
+
+
+class LogJSONField(models.JSONField):
+    """
+    A JSONField without SQLite's ``CHECK (JSON_VALID(col) OR col IS NULL)``.
+
+    That constraint parses every value again on insert; the log's JSON is
+    written only by the recorder, which serialised it itself, so the check
+    buys nothing. On PostgreSQL (jsonb) and elsewhere nothing changes.
+    """
+
+    def db_check(self, connection):
+        return None
+
+
 def _user_fk():
     return models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -37,6 +67,8 @@ def _user_fk():
         null=True,
         blank=True,
         db_constraint=False,
+        # Covered by the partial (user, -created_at) index: most rows have no user.
+        db_index=False,
         related_name="+",
         verbose_name=_("user"),
     )
@@ -67,6 +99,8 @@ class Envelope(models.Model):
         blank=True,
         related_name="replays",
         verbose_name=_("replay of"),
+        # Indexed only where set (see Meta.indexes): most envelopes are no replay.
+        db_index=False,
     )
     # Set when the body as a whole was answered by one error (parse error,
     # empty batch, body too large, authentication failed...).
@@ -83,10 +117,17 @@ class Envelope(models.Model):
         ordering = ["-created_at", "-id"]
         permissions = [("replay_envelope", _("Can replay envelopes and try methods"))]
         indexes = [
+            # Full: the list's order, and the prune command's cut-off.
             models.Index(fields=["-created_at", "-id"], name="jsonrpc_env_created"),
-            models.Index(fields=["source", "-created_at"], name="jsonrpc_env_source"),
-            models.Index(fields=["user", "-created_at"], name="jsonrpc_env_user"),
-            models.Index(fields=["error_count", "-created_at"], name="jsonrpc_env_errors"),
+            # Partial: only the rows a filter picks out of many.
+            models.Index(fields=["source", "-created_at"], name="jsonrpc_env_source_rare", condition=NOT_HTTP),
+            models.Index(
+                fields=["user", "-created_at"], name="jsonrpc_env_user_set", condition=Q(user__isnull=False)
+            ),
+            models.Index(fields=["-created_at"], name="jsonrpc_env_failed", condition=ENVELOPE_HAS_ERRORS),
+            models.Index(
+                fields=["replay_of"], name="jsonrpc_env_replay_of", condition=Q(replay_of__isnull=False)
+            ),
         ]
 
     def __str__(self):
@@ -112,15 +153,15 @@ class Call(models.Model):
     method = models.CharField(_("method"), max_length=255, blank=True)
     # The id exactly as sent, JSON type kept ("1" and 1 differ); SQL NULL for
     # notifications and for an explicit null id (is_notification tells them apart).
-    request_id = models.JSONField(_("request id"), null=True, blank=True)
+    request_id = LogJSONField(_("request id"), null=True, blank=True)
     is_notification = models.BooleanField(_("notification"), default=False)
     # For an invalid request object: the whole element as sent.
-    params = models.JSONField(_("params"), null=True, blank=True)
-    result = models.JSONField(_("result"), null=True, blank=True)
+    params = LogJSONField(_("params"), null=True, blank=True)
+    result = LogJSONField(_("result"), null=True, blank=True)
     outcome = models.CharField(_("outcome"), max_length=8, choices=Outcome.choices, default=Outcome.OK)
     error_code = models.IntegerField(_("error code"), null=True, blank=True)
     error_message = models.TextField(_("error message"), blank=True)
-    error_data = models.JSONField(_("error data"), null=True, blank=True)
+    error_data = LogJSONField(_("error data"), null=True, blank=True)
     # Internal errors only; shown to staff in the admin, never to clients.
     traceback = models.TextField(_("traceback"), blank=True)
     duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
@@ -134,12 +175,21 @@ class Call(models.Model):
         verbose_name_plural = _("calls")
         ordering = ["-created_at", "-id"]
         indexes = [
+            # Full: the list's order, the method (list filter, method browser);
+            # and the envelope foreign key's own index (an envelope's calls, prune).
             models.Index(fields=["-created_at", "-id"], name="jsonrpc_call_created"),
             models.Index(fields=["method", "-created_at"], name="jsonrpc_call_method"),
-            models.Index(fields=["outcome", "-created_at"], name="jsonrpc_call_outcome"),
-            models.Index(fields=["error_code", "-created_at"], name="jsonrpc_call_error_code"),
-            models.Index(fields=["user", "-created_at"], name="jsonrpc_call_user"),
-            models.Index(fields=["source", "-created_at"], name="jsonrpc_call_source"),
+            # Partial: an OK call over HTTP by anyone touches none of these.
+            models.Index(fields=["-created_at"], name="jsonrpc_call_failed", condition=Q(outcome=Outcome.ERROR)),
+            models.Index(
+                fields=["error_code", "-created_at"],
+                name="jsonrpc_call_error_code_set",
+                condition=Q(error_code__isnull=False),
+            ),
+            models.Index(
+                fields=["user", "-created_at"], name="jsonrpc_call_user_set", condition=Q(user__isnull=False)
+            ),
+            models.Index(fields=["source", "-created_at"], name="jsonrpc_call_source_rare", condition=NOT_HTTP),
         ]
 
     def __str__(self):
