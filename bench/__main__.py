@@ -1,12 +1,14 @@
 """
 Run the whole benchmark and print its tables (``make bench``).
 
-    python -m bench [--rounds 5] [--http-rounds 3] [--budget 0.4] [--duration 3]
+    python -m bench [--rounds 5] [--cycles 40] [--http-rounds 3] [--duration 2]
                     [--no-http] [--no-inprocess]
 
-Each target runs in a fresh process per round, and rounds are interleaved
-(bare, bare-orjson, app, app-log, modern-rpc, then again), so that a
-disturbance on this shared machine hits every target alike; each figure is the
+In-process, each round starts a fresh process per target and hands them
+short chunks of calls in turn (bare, bare-orjson, app, app-log, modern-rpc,
+then again: see lockstep()), so that a disturbance on this shared machine
+hits every target alike; ratios are medians of the ratios of neighbouring
+chunks. Over HTTP, each target runs in turn per round. Each figure is the
 median of the rounds, and ratios are taken within the same run.
 """
 
@@ -89,6 +91,71 @@ def prepare(env):
     )
 
 
+# Bodies per timed chunk: a few milliseconds of the fastest target.
+CHUNK = {"single": 20, "typed": 20, "batch": 2, "typed-batch": 2}
+
+
+def lockstep(env, cycles, warmup=3, targets=TARGETS, workloads=WORKLOADS):
+    """
+    One in-process round: a fresh process per target, set up side by side,
+    then handed chunks of each workload in turn (bare, bare-orjson, app,
+    app-log, modern-rpc, bare, ...), ``cycles`` chunks each. Neighbouring
+    chunks of different targets are a few milliseconds apart, so a busy
+    spell on this shared machine hits them alike; each chunk's ratio to the
+    bare view's neighbouring chunk is what the tables' ratios are made of.
+    """
+    procs = {}
+    try:
+        for target in targets:
+            procs[target] = subprocess.Popen(
+                [sys.executable, "-m", "bench.inprocess", target, "--serve"],
+                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )
+        for target, proc in procs.items():
+            line = proc.stdout.readline().strip()
+            if line != "ready":
+                raise SystemExit("bench: %s did not start (%r)" % (target, line))
+
+        def ask(target, line):
+            proc = procs[target]
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            answer = proc.stdout.readline()
+            if not answer:
+                raise SystemExit("bench: %s stopped (exit %s)" % (target, proc.wait()))
+            return json.loads(answer)
+
+        rnd = {t: {"us": {}, "wall_us": {}, "chunks": {"us": {}, "wall_us": {}}} for t in targets}
+        for name in workloads:
+            for _ in range(warmup):
+                for target in targets:
+                    ask(target, "%s %d" % (name, CHUNK[name]))
+            for target in targets:
+                for key in CLOCKS:
+                    rnd[target]["chunks"][key][name] = []
+            for _ in range(cycles):
+                for target in targets:
+                    chunk = ask(target, "%s %d" % (name, CHUNK[name]))
+                    for key in CLOCKS:
+                        rnd[target]["chunks"][key][name].append(chunk[key])
+            for target in targets:
+                for key in CLOCKS:
+                    rnd[target][key][name] = statistics.median(rnd[target]["chunks"][key][name])
+        if "app-log" in procs:
+            rnd["app-log"]["queries"] = {name: ask("app-log", "queries " + name) for name in workloads}
+        return rnd
+    finally:
+        for proc in procs.values():
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def ratio(a, b):
     return "%.2f×" % (a / b) if a and b else "–"
 
@@ -96,6 +163,24 @@ def ratio(a, b):
 def paired(values, bases):
     """The median over rounds of value / base, each pair from the same round."""
     return statistics.median(v / b for v, b in zip(values, bases) if b)
+
+
+def round_ratio(rnd, target, base, key, name):
+    """
+    One round's ratio of ``target`` to ``base``: the median of the ratios of
+    chunks timed back to back (see lockstep()), else of the round's medians.
+    """
+    chunks = rnd[target].get("chunks")
+    if chunks:
+        pairs = zip(chunks[key][name], rnd[base]["chunks"][key][name])
+        return statistics.median(a / b for a, b in pairs if b)
+    b = rnd[base][key][name]
+    return rnd[target][key][name] / b if b else 0.0
+
+
+def ratio_over(rounds, target, base, key, name):
+    """The median over rounds of the round's ratio of ``target`` to ``base``."""
+    return statistics.median(round_ratio(r, target, base, key, name) for r in rounds)
 
 
 def fmt(r):
@@ -122,11 +207,11 @@ def inprocess_table(rounds, key):
         for target in TARGETS:
             values = series[target]
             medians[target, name] = statistics.median(values)
-            ratios[target, name] = paired(values, series["bare"])
+            ratios[target, name] = ratio_over(rounds, target, "bare", key, name)
             lines.append(
                 "| %s | %s | %.2f | %s | %s | %s | %.2f |"
                 % (label, LABELS[target], medians[target, name], spread(values),
-                   fmt(ratios[target, name]), fmt(paired(values, series["modern-rpc"])),
+                   fmt(ratios[target, name]), fmt(ratio_over(rounds, target, "modern-rpc", key, name)),
                    statistics.median(r[target][other][name] for r in rounds))
             )
     return "\n".join(lines), medians, ratios
@@ -172,7 +257,7 @@ def verdicts(rounds, key, http):
         out.append("- [%s] %s: %.2f (target %s)" % ("x" if ok else " ", text, value, limit))
 
     def ratio_of(target, base, name):
-        return paired([r[target][key][name] for r in rounds], [r[base][key][name] for r in rounds])
+        return ratio_over(rounds, target, base, key, name)
 
     if rounds:
         r = ratio_of("app", "bare", "single")
@@ -205,8 +290,9 @@ def render(report):
         queries = report["inprocess"][-1]["app-log"].get("queries", {})
         sections.append(
             "### In-process (Django's WSGIHandler), median of %d rounds\n\n%s\n\n"
-            "Ratios: the median over rounds of the ratio within each round (the targets of a round "
-            "run one after the other, so a busy spell hits them alike). "
+            "Ratios: each chunk of calls is compared with the other target's chunk timed just "
+            "before or after it (the targets take turns, a few ms each, so a busy spell hits them "
+            "alike); a round's ratio is the median over its chunks, the table's the median over rounds. "
             "Spread: half the range of the rounds, in %% of the median. "
             "Logging on, SQL statements per envelope: single call %s; batch of %d %s."
             % (len(report["inprocess"]), table, " ".join(queries.get("single", [])), BATCH,
@@ -230,7 +316,7 @@ def render(report):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--rounds", type=int, default=5, help="in-process rounds")
-    parser.add_argument("--budget", type=float, default=0.25, help="CPU seconds timed per workload and round")
+    parser.add_argument("--cycles", type=int, default=40, help="chunks timed per target, workload and round")
     parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
@@ -273,14 +359,11 @@ def main(argv=None):
     }
 
     if not args.no_inprocess:
-        print("\nIn-process: %d interleaved rounds of %s; %s µs single/batched call ..."
-              % (args.rounds, ", ".join(TARGETS), CLOCKS[key]), flush=True)
+        print("\nIn-process: %d rounds of %s in lockstep, %d chunks each per workload; "
+              "%s µs single/batched call ..." % (args.rounds, ", ".join(TARGETS), args.cycles, CLOCKS[key]),
+              flush=True)
         for i in range(args.rounds):
-            rnd = {}
-            for target in TARGETS:
-                rnd[target] = run_json(
-                    ["bench.inprocess", target, "--budget", str(args.budget)], env, timeout=600
-                )
+            rnd = lockstep(env, args.cycles)
             report["inprocess"].append(rnd)
             print("  round %d: %s" % (i + 1, ", ".join(
                 "%s %.1f/%.2f" % (t, rnd[t][key]["single"], rnd[t][key]["batch"]) for t in TARGETS

@@ -3,6 +3,7 @@ One target, in-process: requests handed straight to Django's WSGIHandler (the
 full middleware stack, as gunicorn calls it), in a process of its own.
 
     python -m bench.inprocess TARGET [--budget SECONDS]
+    python -m bench.inprocess TARGET --serve     (driven by python -m bench)
 
 Prints one JSON object: microseconds per call for each workload, of the
 process's CPU time ("us") and of wall-clock time ("wall_us"), and for the
@@ -60,6 +61,15 @@ def post(handler, environ, body):
         response.close()
 
 
+def time_chunk(handler, environ, body, count):
+    """Return (CPU seconds, wall seconds) per body over ``count`` bodies."""
+    cpu, wall = time.process_time, time.perf_counter
+    c, w = cpu(), wall()
+    for _ in range(count):
+        post(handler, environ, body)
+    return (cpu() - c) / count, (wall() - w) / count
+
+
 def timed(handler, environ, body, budget, warmup):
     """
     Return (CPU seconds, wall seconds) per body over ``budget`` seconds of CPU:
@@ -69,18 +79,14 @@ def timed(handler, environ, body, budget, warmup):
     """
     for _ in range(warmup):
         post(handler, environ, body)
-    cpu, wall = time.process_time, time.perf_counter
     per_chunk = max(1, warmup // 2)
     cpus, walls = [], []
-    deadline = cpu() + budget
+    deadline = time.process_time() + budget
     while True:
-        c, w = cpu(), wall()
-        for _ in range(per_chunk):
-            post(handler, environ, body)
-        now = cpu()
-        cpus.append((now - c) / per_chunk)
-        walls.append((wall() - w) / per_chunk)
-        if now >= deadline and len(cpus) >= 5:
+        c, w = time_chunk(handler, environ, body, per_chunk)
+        cpus.append(c)
+        walls.append(w)
+        if time.process_time() >= deadline and len(cpus) >= 5:
             return statistics.median(cpus), statistics.median(walls)
 
 
@@ -103,13 +109,9 @@ def queries_per_envelope(handler, environ, body):
     return [q["sql"].split(" ", 1)[0].upper() for q in ctx.captured_queries]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("target", choices=sorted(TARGETS))
-    parser.add_argument("--budget", type=float, default=0.4, help="CPU seconds timed per workload")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
-    args = parser.parse_args(argv)
-    path, log = TARGETS[args.target]
+def setup(target):
+    """Set up Django for ``target`` in this process; return (handler, path, log)."""
+    path, log = TARGETS[target]
     os.environ["BENCH_LOG"] = log
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
 
@@ -120,13 +122,65 @@ def main(argv=None):
     handler = WSGIHandler()
     if log == "1":
         clear_log()
-    out = {"target": args.target, "us": {}}
-    for name in args.workloads.split(","):
-        _label, body, expected, calls = WORKLOADS[name]
-        environ = make_environ(path, body)
-        answer = json.loads(post(handler, environ, body))
+    return handler, path, log
+
+
+def check_answers(handler, path, target, names):
+    """Post each workload once and stop unless the answer is the expected one."""
+    for name in names:
+        _label, body, expected, _calls = WORKLOADS[name]
+        answer = json.loads(post(handler, make_environ(path, body), body))
         if answer != expected:
-            raise SystemExit("%s answered %s with %r" % (args.target, name, answer))
+            raise SystemExit("%s answered %s with %r" % (target, name, answer))
+
+
+def serve(target):
+    """
+    Lockstep mode, driven by ``python -m bench`` through stdin and stdout.
+
+    Prints "ready" once set up, then answers each line "WORKLOAD COUNT" with
+    the JSON of one timed chunk ({"us": ..., "wall_us": ...} per call),
+    "queries WORKLOAD" with the SQL statements one envelope costs, and
+    stops at end of input. The parent hands chunks to every target in turn,
+    so that whatever else the machine does hits every target alike, chunk
+    by chunk, and ratios can be taken between neighbouring chunks.
+    """
+    handler, path, log = setup(target)
+    check_answers(handler, path, target, WORKLOADS)
+    environs = {name: make_environ(path, WORKLOADS[name][1]) for name in WORKLOADS}
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "queries":
+            name = words[1]
+            out = queries_per_envelope(handler, environs[name], WORKLOADS[name][1]) if log == "1" else []
+        else:
+            name, count = words[0], int(words[1])
+            calls = WORKLOADS[name][3]
+            cpu, wall = time_chunk(handler, environs[name], WORKLOADS[name][1], count)
+            out = {"us": cpu / calls * 1e6, "wall_us": wall / calls * 1e6}
+        print(json.dumps(out), flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("target", choices=sorted(TARGETS))
+    parser.add_argument("--budget", type=float, default=0.4, help="CPU seconds timed per workload")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--serve", action="store_true", help="lockstep mode (see serve())")
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.target)
+        return
+    handler, path, log = setup(args.target)
+    names = args.workloads.split(",")
+    check_answers(handler, path, args.target, names)
+    out = {"target": args.target, "us": {}}
+    for name in names:
+        _label, body, _expected, calls = WORKLOADS[name]
+        environ = make_environ(path, body)
         batches = max(2, 200 // calls)
         cpu, wall = timed(handler, environ, body, args.budget, warmup=batches)
         out["us"][name] = cpu / calls * 1e6
