@@ -57,6 +57,8 @@ def _escape_char(match):
 
 def escape_text(value):
     """Return ``value`` with NUL, lone surrogates and ``\\uXXXX`` look-alikes escaped."""
+    if value.isascii() and "\x00" not in value and "\\" not in value:
+        return value  # the common case, told without the regex: no surrogate in ASCII
     if _BAD_TEXT.search(value) is None:
         return value
     return _BAD_TEXT.sub(_escape_char, value)

@@ -22,7 +22,9 @@ anywhere, is reported on the ``jsonrpc_app`` logger at ERROR with the
 
 import datetime
 import ipaddress
+import itertools
 import logging
+import operator
 import re
 import threading
 import weakref
@@ -167,10 +169,11 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
 
     calls = []
     redacted_request = {}  # index in the batch -> params as redacted
+    specs = {}  # method name -> its _ParamSpec (or None), looked up once per envelope
     for r in logged:
         params = r.params
         if params is not None:
-            params, changed = _redact_params(context, r, params, keys, request_may_hold_keys)
+            params, changed = _redact_params(context, r, params, keys, request_may_hold_keys, specs)
             if changed:
                 redacted_request[r.index] = params
         error = r.error
@@ -412,12 +415,23 @@ def _param_spec(context, name, keys):
     return cached[1]
 
 
-def _redact_params(context, r, params, keys, may_hold_keys):
-    """Return (params as logged, whether anything was redacted)."""
+def _redact_params(context, r, params, keys, may_hold_keys, specs=None):
+    """
+    Return (params as logged, whether anything was redacted); ``specs`` is a
+    dict that caches each method's _ParamSpec for the calls of one envelope.
+    """
     changed = False
     t = type(params)
-    if r.method is not None and (t is dict or t is list):
-        spec = _param_spec(context, r.method, keys) if (r.sensitive_params or keys) else None
+    if r.method is not None and (t is dict or t is list) and (r.sensitive_params or keys):
+        name = r.method
+        if specs is None:
+            spec = _param_spec(context, name, keys)
+        elif type(name) is str and name in specs:
+            spec = specs[name]
+        else:
+            spec = _param_spec(context, name, keys)
+            if type(name) is str:
+                specs[name] = spec
         if spec is not None and spec.names:
             if t is dict:
                 hit = [k for k in params if type(k) is str and k.lower() in spec.names]
@@ -737,6 +751,8 @@ def _build_adapters(conn, fields):
     adapters = []
     for field in fields:
         plain = _PLAIN_TYPES.get(type(field), ())
+        # The types a column takes as they are, None included, as a set (see _columns).
+        plain = frozenset(plain + (type(None),)) if plain else frozenset()
         if isinstance(field, models.JSONField):
             encoder = field.encoder
             if conn.vendor == "sqlite" and encoder is None:
@@ -810,6 +826,51 @@ def _insert_returning(conn, env):
     return True
 
 
+def _columns(conn, fields, objs):
+    """
+    Return the values of ``objs`` for ``fields``, column by column, each
+    adapted as the ORM would, or None if a value is an expression (which
+    only the ORM's compiler can write).
+
+    Column by column rather than value by value: a column of a type the
+    database takes as it is (text, numbers, booleans) is checked with one
+    set of the types it holds, and a value shared by every call of an
+    envelope (its time) is adapted once.
+    """
+    adapters = _adapters(conn, fields)
+    getter = _getters.get(id(fields))
+    if getter is None:
+        getter = _getters[id(fields)] = operator.itemgetter(*(a[0] for a in adapters))
+    if len(adapters) == 1:
+        rows = [(getter(o.__dict__),) for o in objs]
+    else:
+        rows = [getter(o.__dict__) for o in objs]
+    out = []
+    for (_attname, plain, adapt), column in zip(adapters, zip(*rows)):
+        if plain and set(map(type, column)) <= plain:
+            out.append(column)
+            continue
+        values = []
+        last_in = last_out = None
+        for value in column:
+            t = type(value)
+            if value is None or t in plain:
+                values.append(value)
+            elif value is last_in:
+                values.append(last_out)
+            elif t not in _JSON_TYPES and hasattr(value, "resolve_expression"):
+                return None
+            else:
+                last_in, last_out = value, adapt(value)
+                values.append(last_out)
+        out.append(values)
+    return out
+
+
+_getters = {}
+_JSON_TYPES = frozenset({dict, list, str, int, float, bool})
+
+
 def _insert_plain(conn, model, fields, objs):
     """
     INSERT ``objs`` in one statement, each value adapted as the ORM would;
@@ -820,39 +881,19 @@ def _insert_plain(conn, model, fields, objs):
     bulk_create does there: a statement of a thousand rows has 17 parameters,
     not 17,000 for the driver to splice in.
     """
-    adapters = _adapters(conn, fields)
-    unnest = conn.vendor == "postgresql"
-    if unnest:
-        columns = [[] for _ in fields]
-        appends = [c.append for c in columns]
-    else:
-        params = []
-        appends = [params.append] * len(fields)
-    # The calls of an envelope share their time, user and source: adapt once.
-    last = [(None, None)] * len(adapters)
-    for obj in objs:
-        values = obj.__dict__
-        for i, (attname, plain, adapt) in enumerate(adapters):
-            value = values[attname]
-            if value is None or type(value) in plain:
-                appends[i](value)
-            elif value is last[i][0]:
-                appends[i](last[i][1])
-            elif hasattr(value, "resolve_expression"):
-                return False
-            else:
-                adapted = adapt(value)
-                last[i] = (value, adapted)
-                appends[i](adapted)
+    columns = _columns(conn, fields, objs)
+    if columns is None:
+        return False
     head = _insert_head(conn, model, fields)
-    if unnest:
+    if conn.vendor == "postgresql":
         # varchar[] rather than varchar(255)[]: no silent truncation.
         types = [f.db_type(conn).split("(")[0] for f in fields]
         sql = "%s SELECT * FROM UNNEST(%s)" % (head, ", ".join("(%%s)::%s[]" % t for t in types))
-        params = columns
+        params = [list(c) for c in columns]
     else:
         row = "(%s)" % ", ".join(["%s"] * len(fields))
         sql = "%s VALUES %s" % (head, ", ".join([row] * len(objs)))
+        params = list(itertools.chain.from_iterable(zip(*columns)))
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
     return True
