@@ -248,8 +248,18 @@ def make_storable(instance):
             values[name] = escape_json(value)
     for name in body_names:
         value = values.get(name)
-        if type(value) is str and _NUL_OR_SURROGATE.search(value) is not None:
-            values[name] = escape_body(value)
+        if type(value) is str and not (value.isascii() and "\x00" not in value):
+            if _NUL_OR_SURROGATE.search(value) is not None:
+                values[name] = escape_body(value)
+    if text_names:
+        # The usual row: every text column plain ASCII without NUL or
+        # backslash, told with one look at them all.
+        try:
+            joined = "".join([values.get(name) for name in text_names])
+        except TypeError:  # a None or a non-str value: column by column
+            joined = None
+        if joined is not None and joined.isascii() and "\x00" not in joined and "\\" not in joined:
+            return
     for name in text_names:
         value = values.get(name)
         if type(value) is str and value:

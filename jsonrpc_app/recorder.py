@@ -23,6 +23,7 @@ anywhere, is reported on the ``jsonrpc_app`` logger at ERROR with the
 import datetime
 import ipaddress
 import itertools
+import json
 import logging
 import operator
 import re
@@ -702,9 +703,13 @@ def _insert(conn, rows):
     calls = rows.calls
     if not calls:
         return
+    pk = env.pk
     for c in calls:
-        c.envelope_id = env.pk
-    step = _max_rows(conn, _CALL_FIELDS)
+        # Straight into the instance: the attribute's descriptor would look
+        # for a cached related object on every call of the batch.
+        c.__dict__["envelope_id"] = pk
+    # SQLite takes them all through one prepared statement (executemany).
+    step = len(calls) if conn.vendor == "sqlite" else _max_rows(conn, _CALL_FIELDS)
     for start in range(0, len(calls), step):
         chunk = calls[start:start + step]
         if not _insert_plain(conn, Call, _CALL_FIELDS, chunk):
@@ -756,7 +761,7 @@ def _build_adapters(conn, fields):
         if isinstance(field, models.JSONField):
             encoder = field.encoder
             if conn.vendor == "sqlite" and encoder is None:
-                adapters.append((field.attname, (), lambda v, ops=ops: _sqlite_json(v, ops)))
+                adapters.append((field.attname, frozenset(), _sqlite_json))
             else:
                 adapters.append((field.attname, (), lambda v, e=encoder: ops.adapt_json_value(v, e)))
         elif type(field) is models.DateTimeField:
@@ -768,16 +773,17 @@ def _build_adapters(conn, fields):
     return adapters
 
 
-def _sqlite_json(value, ops):
+def _sqlite_json(value):
     """
     The JSON text of ``value`` for a JSONField column on SQLite: orjson's
     compact text where it writes the value (the same value when read back,
-    in a fraction of json.dumps's time), else what the ORM would write.
+    in a fraction of json.dumps's time), else what the ORM would write
+    (SQLite's adapt_json_value is json.dumps whatever the connection).
     """
     try:
         return orjson.dumps(value).decode()
     except TypeError:
-        return ops.adapt_json_value(value, None)
+        return json.dumps(value)
 
 
 def _insert_head(conn, model, fields):
@@ -890,6 +896,15 @@ def _insert_plain(conn, model, fields, objs):
         types = [f.db_type(conn).split("(")[0] for f in fields]
         sql = "%s SELECT * FROM UNNEST(%s)" % (head, ", ".join("(%%s)::%s[]" % t for t in types))
         params = [list(c) for c in columns]
+    elif conn.vendor == "sqlite":
+        # One statement prepared once and run for each row: Django rewrites
+        # each "%s" of a statement into "?" with a regex on every execute,
+        # which over a multi-row VALUES list of a batch costs more than the
+        # whole INSERT (SQLite's own "?" would break Django's query logging).
+        sql = "%s VALUES (%s)" % (head, ", ".join(["%s"] * len(fields)))
+        with conn.cursor() as cursor:
+            cursor.executemany(sql, list(zip(*columns)))
+        return True
     else:
         row = "(%s)" % ", ".join(["%s"] * len(fields))
         sql = "%s VALUES %s" % (head, ", ".join([row] * len(objs)))
