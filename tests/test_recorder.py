@@ -132,6 +132,25 @@ def test_values_that_are_not_json_native_are_stored_as_the_response_wrote_them(c
     assert logged.result["pair"] == [1, 2]
 
 
+def test_built_call_rows_hold_every_column_of_call_and_nothing_else():
+    # build_rows() fills Call instances without Model.__init__: a column
+    # added to the model must be added there too.
+    from jsonrpc_app import dispatch, protocol
+    from jsonrpc_app.context import CallContext
+    from jsonrpc_app.recorder import build_rows
+
+    body = json.dumps([req("subtract", [1, 2], id=1), req("testapp.boom", id=2), 5]).encode()
+    context = CallContext(source="cli")
+    envelope = protocol.parse(body, 100, 64)
+    _response, records = dispatch.execute(envelope, context)
+    rows = build_rows(context, records, request_body=body, envelope=envelope)
+    columns = {f.attname for f in Call._meta.concrete_fields}
+    assert len(rows.calls) == 3
+    for built in rows.calls:
+        assert set(built.__dict__) - {"_state"} == columns
+        assert built._state.adding is True and built._state.db is None
+
+
 def test_raising_method_is_logged_with_its_traceback(call):
     answer = call(req("testapp.boom", id=1))
     assert answer["error"] == {"code": -32603, "message": "Internal error"}
