@@ -7,6 +7,7 @@ from .conf import DEFAULTS
 from .registry import all_registries
 
 LOG_POLICIES = ("all", "errors", "none")
+LOG_WRITERS = ("request", "background")
 
 
 @register(Tags.compatibility)
@@ -112,7 +113,7 @@ def check_call_log_settings(app_configs=None, **kwargs):
 
 @register(Tags.compatibility)
 def check_spool_settings(app_configs=None, **kwargs):
-    """The call log's spool: its timings, and a directory this process can write."""
+    """The call log's spool and writer: their timings, and a directory this process can write."""
     import os
 
     from .conf import jsonrpc_settings
@@ -129,6 +130,34 @@ def check_spool_settings(app_configs=None, **kwargs):
                     id="jsonrpc_app.E040",
                 )
             )
+    writer = jsonrpc_settings.LOG_WRITER
+    if writer not in LOG_WRITERS:
+        errors.append(
+            Error(
+                "JSONRPC['LOG_WRITER'] must be one of %s, not %r." % (", ".join(LOG_WRITERS), writer),
+                id="jsonrpc_app.E041",
+            )
+        )
+    delay = jsonrpc_settings.LOG_WRITER_MAX_DELAY
+    if type(delay) not in (int, float) or not 0 <= delay <= 60:
+        errors.append(
+            Error(
+                "JSONRPC['LOG_WRITER_MAX_DELAY'] must be a number of seconds from 0 to 60, not %r."
+                % (delay,),
+                hint="The default is %r." % (DEFAULTS["LOG_WRITER_MAX_DELAY"],),
+                id="jsonrpc_app.E042",
+            )
+        )
+    size = jsonrpc_settings.LOG_WRITER_QUEUE_SIZE
+    if type(size) is not int or size < 1:
+        errors.append(
+            Error(
+                "JSONRPC['LOG_WRITER_QUEUE_SIZE'] must be a positive number of envelopes, not %r."
+                % (size,),
+                hint="The default is %r." % (DEFAULTS["LOG_WRITER_QUEUE_SIZE"],),
+                id="jsonrpc_app.E043",
+            )
+        )
     directory = spool_dir()
     existing = directory
     while not existing.exists() and existing.parent != existing:

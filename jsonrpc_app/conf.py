@@ -41,6 +41,15 @@ DEFAULTS = {
     "THROTTLE_CLASSES": None,
     # The "info" object of the OpenRPC document served by rpc.discover.
     "OPENRPC_INFO": {"title": "JSON-RPC API", "version": "1.0.0"},
+    # Who writes the call log: "request" (the request's thread, before the
+    # response is sent) or "background" (a thread of each process, grouping
+    # the envelopes of many requests into one transaction; see jsonrpc_app.writer).
+    "LOG_WRITER": "request",
+    # "background": the longest an envelope waits in memory before its group is written.
+    "LOG_WRITER_MAX_DELAY": 0.05,
+    # "background": the most envelopes waiting in memory; past that, requests
+    # write their own envelope as "request" does.
+    "LOG_WRITER_QUEUE_SIZE": 1000,
     # Directory of the call log's spool, used while the log database cannot be
     # written (see jsonrpc_app.spool). None: BASE_DIR / "spool" when the project
     # defines BASE_DIR, else "jsonrpc_app-spool" in the system's temp directory.

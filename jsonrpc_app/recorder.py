@@ -111,6 +111,14 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
         return None
     if rows is None:
         return None
+    if jsonrpc_settings.LOG_WRITER == "background" and context.source == "http":
+        # Written later by this process's writer thread (jsonrpc_app.writer);
+        # not saved yet, so there is no Envelope to return. The admin's try-it
+        # and replay, and the CLI, link to the row they wrote: written now.
+        from . import writer
+
+        writer.submit(rows)
+        return None
     # Written, or spooled when the database cannot take it (jsonrpc_app.spool).
     return spool.store(rows)
 
@@ -675,6 +683,54 @@ def _write_on_side_connection(using, rows):
             conn.set_autocommit(True)
         # Keep it only as long as CONN_MAX_AGE keeps the request's connections.
         conn.close_if_unusable_or_obsolete()
+
+
+def write_many(rows_list, using=None):
+    """
+    Write the rows of several envelopes in one transaction on ``using``
+    (default: LOG_DATABASE): one INSERT per envelope, then the calls of all
+    of them in as few INSERTs as the database's parameter limit allows.
+
+    For the background writer (jsonrpc_app.writer), whose connection is its
+    own: raise TransactionManagementError inside a transaction of the
+    caller's, where write_rows() is the way to write each envelope.
+    """
+    using = using or jsonrpc_settings.LOG_DATABASE
+    conn = connections[using]
+    if _in_caller_transaction(conn):
+        raise transaction.TransactionManagementError(
+            "write_many() writes a transaction of its own; use write_rows() inside one."
+        )
+    with transaction.atomic(using=using):
+        calls = []
+        for rows in rows_list:
+            env = rows.envelope
+            # The envelope alone, the way _insert() writes it.
+            _insert(conn, LogRows(env, ()))
+            for c in rows.calls:
+                c.envelope_id = env.pk
+            calls.extend(rows.calls)
+        _insert_calls(conn, calls)
+    for rows in rows_list:
+        rows.envelope._state.adding = False
+        rows.envelope._state.db = using
+    return [rows.envelope for rows in rows_list]
+
+
+def _insert_calls(conn, calls):
+    """INSERT ``calls`` (their envelope_id set), chunked by the database's parameter limit."""
+    if not calls:
+        return
+    step = _max_rows(conn, _CALL_FIELDS)
+    for start in range(0, len(calls), step):
+        chunk = calls[start:start + step]
+        if not _insert_plain(conn, Call, _CALL_FIELDS, chunk):
+            query = InsertQuery(Call)
+            query.insert_values(_CALL_FIELDS, chunk)
+            query.get_compiler(connection=conn).execute_sql(None)
+    for c in calls:
+        c._state.adding = False
+        c._state.db = conn.alias
 
 
 def _max_rows(conn, fields):

@@ -111,15 +111,24 @@ def store(rows, using=None):
     (LOG_DATABASE), or spool them; return the saved Envelope, or None when
     the rows went to the spool.
     """
-    from . import recorder
-
     if using is None:
         using = jsonrpc_settings.LOG_DATABASE
+    _make_storable(rows)
+    return _store(rows, using)
+
+
+def _make_storable(rows):
+    escaping.make_storable(rows.envelope)
+    for call in rows.calls:
+        escaping.make_storable(call)
+
+
+def _store(rows, using):
+    """store() of rows already made storable."""
+    from . import recorder
+
     state = _current()
     envelope, calls = rows.envelope, rows.calls
-    escaping.make_storable(envelope)
-    for call in calls:
-        escaping.make_storable(call)
     if state.pending is None:
         state.pending = _has_files(spool_dir())
     retry_at = state.retry_at.get(using)
@@ -137,13 +146,57 @@ def store(rows, using=None):
         _failed(using, exc)
         _spool(rows, using, exc)
         return None
+    _succeeded(using, retry_at)
+    return envelope
+
+
+def store_many(rows_list, using=None):
+    """
+    Write the rows of several envelopes (recorder.LogRows) to the log
+    database ``using`` (LOG_DATABASE) in one transaction; return their saved
+    Envelopes, or None for each that went to the spool.
+
+    When that transaction fails, or cannot be used (the database failed
+    less than SPOOL_RETRY_DELAY ago, a transaction of the caller's is open),
+    each envelope is stored on its own as store() does: one refused row
+    costs no other envelope its place in the log, and an outage spools them
+    all the way store() does.
+    """
+    from . import recorder
+
+    if using is None:
+        using = jsonrpc_settings.LOG_DATABASE
+    state = _current()
+    for rows in rows_list:
+        _make_storable(rows)
+    retry_at = state.retry_at.get(using)
+    if len(rows_list) < 2 or (retry_at is not None and time.monotonic() < retry_at):
+        return [_store(rows, using) for rows in rows_list]
+    if state.pending is None:
+        state.pending = _has_files(spool_dir())
+    try:
+        # write_many() refuses to run inside a transaction of the caller's.
+        with _db_values([c for rows in rows_list for c in rows.calls], connections[using]):
+            recorder.write_many(rows_list, using)
+    except Exception:
+        # Rolled back: nothing of the group is in the log.
+        for rows in rows_list:
+            rows.envelope.pk = None
+            rows.envelope._state.adding = True
+        return [_store(rows, using) for rows in rows_list]
+    _succeeded(using, retry_at)
+    return [rows.envelope for rows in rows_list]
+
+
+def _succeeded(using, retry_at):
+    """Note a successful write: the end of an outage, and a spool to replay."""
+    state = _current()
     if retry_at is not None or using in state.failing:
         state.retry_at.pop(using, None)
         state.failing.discard(using)
         logger.warning("The call log database %r accepts writes again.", using)
     if state.pending:
         _schedule_flush(using)
-    return envelope
 
 
 def _failed(using, exc):

@@ -12,10 +12,13 @@ def _spool_per_test(settings, tmp_path):
         "SPOOL_FLUSH_INTERVAL": None,
     }
     yield
-    # A test that started the background flush thread must not leave it
-    # running: it would replay the next test's spool from under it.
-    from jsonrpc_app import spool
+    # A test that started the call log's writer thread or the spool's
+    # background flush thread must not leave them running: the writer would
+    # write into the next test's database, the flusher replay the next
+    # test's spool from under it. The writer first: it may spool.
+    from jsonrpc_app import spool, writer
 
+    assert writer.stop(timeout=30), "the call log writer thread did not stop"
     spool.stop_flusher()
 
 

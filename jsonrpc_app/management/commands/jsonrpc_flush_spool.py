@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jsonrpc_app import spool
+from jsonrpc_app import spool, writer
 from jsonrpc_app.conf import jsonrpc_settings
 
 
@@ -26,6 +26,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, database=None, spool_dir=None, **options):
         using = database or jsonrpc_settings.LOG_DATABASE
+        # What this process's background writer holds goes first (to the
+        # log, or to the spool replayed below).
+        writer.flush()
         result = spool.flush(using=using, directory=spool_dir)
         left = spool.status(result.directory)
         if result.error is not None:
