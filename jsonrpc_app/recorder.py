@@ -11,7 +11,10 @@ replay, the CLI). It runs two steps, each usable on its own:
   what is larger than ``LOG_MAX_VALUE_BYTES``;
 - ``write_rows()`` writes them: one transaction, one INSERT for the envelope
   and one bulk INSERT for its calls, on ``LOG_DATABASE``, never inside the
-  caller's transaction where the database allows a second writer.
+  caller's transaction where the database allows a second writer;
+  ``write_many()`` writes several envelopes in one transaction, for the
+  background writer (``LOG_WRITER = "background"``, jsonrpc_app.writer),
+  which ``record()`` hands the rows of HTTP envelopes to instead.
 
 Nothing here raises to the caller, and the client's answer stays what it
 was: rows the database cannot take go to the spool (``jsonrpc_app.spool``)
@@ -83,8 +86,9 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
     """
     Log one envelope and its calls as the policy says; return the Envelope.
 
-    Return None when nothing was logged (policy, opt-out) or the log could
-    not be written; never raise.
+    Return None when nothing was logged (policy, opt-out), the log could
+    not be written, or the envelope was queued for the background writer
+    (not saved yet); never raise.
     """
     if records is None or jsonrpc_settings.LOG_POLICY == "none":
         return None

@@ -33,7 +33,8 @@ class Answer:
         self.status = status
         # The dispatcher's CallRecords, or None when the log is off.
         self.records = records
-        # The Envelope row written to the log, or None (log off or not written).
+        # The Envelope row written to the log, or None (log off, not written,
+        # or queued for the background writer: LOG_WRITER = "background").
         self.envelope = envelope
 
 
