@@ -3,7 +3,8 @@ The one settings module every benchmark target runs under.
 
 Every target (bare view, jsonrpc_app with logging off and on, django-modern-rpc)
 is served by this module with the same apps, middleware, database and URLconf;
-the only per-process difference is ``BENCH_LOG`` (jsonrpc_app's LOG_POLICY).
+the only per-process difference is ``BENCH_LOG`` (jsonrpc_app's LOG_POLICY and
+LOG_WRITER).
 
 MIDDLEWARE is empty by default, as in the figures issue 6 quotes; set
 ``BENCH_MIDDLEWARE=django`` for the middleware of ``startproject`` (every
@@ -75,7 +76,13 @@ REST_FRAMEWORK = {
     ],
 }
 
-JSONRPC = {"LOG_POLICY": "all" if os.environ.get("BENCH_LOG") == "1" else "none"}
+# BENCH_LOG: "0" log off, "1" log on (written by the request), "2" log on,
+# written by the background writer (many envelopes per transaction).
+_BENCH_LOG = os.environ.get("BENCH_LOG")
+JSONRPC = {
+    "LOG_POLICY": "all" if _BENCH_LOG in ("1", "2") else "none",
+    "LOG_WRITER": "background" if _BENCH_LOG == "2" else "request",
+}
 
 # django-modern-rpc: JSON-RPC only, its default (standard library json) backend.
 MODERNRPC_HANDLERS = ["modernrpc.jsonrpc.handler.JsonRpcHandler"]

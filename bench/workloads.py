@@ -10,6 +10,7 @@ TARGETS = {
     "bare-orjson": ("/bare-orjson/", "0"),
     "app": ("/rpc/", "0"),
     "app-log": ("/rpc/", "1"),
+    "app-log-bg": ("/rpc/", "2"),
     "modern-rpc": ("/modern-rpc/", "0"),
 }
 
@@ -18,6 +19,7 @@ LABELS = {
     "bare-orjson": "bare Django view (orjson)",
     "app": "jsonrpc_app, logging off",
     "app-log": "jsonrpc_app, logging on",
+    "app-log-bg": "jsonrpc_app, logging on, background writer",
     "modern-rpc": "django-modern-rpc 2.1.0",
 }
 
