@@ -9,6 +9,7 @@ and what the writer's thread sends to the database is seen on its own
 connection.
 """
 
+import io
 import json
 import os
 import sqlite3
@@ -286,7 +287,7 @@ def test_flush_spool_command_writes_what_the_writer_holds_first(call, background
     background(LOG_WRITER_MAX_DELAY=30)
     call(_subtract(8))
     assert Envelope.objects.count() == 0
-    call_command("jsonrpc_flush_spool", stdout=open(os.devnull, "w"))
+    call_command("jsonrpc_flush_spool", stdout=io.StringIO())
     assert Envelope.objects.count() == 1
 
 
