@@ -693,7 +693,7 @@ def write_many(rows_list, using=None):
     """
     Write the rows of several envelopes in one transaction on ``using``
     (default: LOG_DATABASE): one INSERT per envelope, then the calls of all
-    of them in as few INSERTs as the database's parameter limit allows.
+    of them in one INSERT (on PostgreSQL, as many as its parameter limit needs).
 
     For the background writer (jsonrpc_app.writer), whose connection is its
     own: raise TransactionManagementError inside a transaction of the
@@ -711,30 +711,13 @@ def write_many(rows_list, using=None):
             env = rows.envelope
             # The envelope alone, the way _insert() writes it.
             _insert(conn, LogRows(env, ()))
-            for c in rows.calls:
-                c.envelope_id = env.pk
+            _link(rows.calls, env.pk)
             calls.extend(rows.calls)
         _insert_calls(conn, calls)
     for rows in rows_list:
         rows.envelope._state.adding = False
         rows.envelope._state.db = using
     return [rows.envelope for rows in rows_list]
-
-
-def _insert_calls(conn, calls):
-    """INSERT ``calls`` (their envelope_id set), chunked by the database's parameter limit."""
-    if not calls:
-        return
-    step = _max_rows(conn, _CALL_FIELDS)
-    for start in range(0, len(calls), step):
-        chunk = calls[start:start + step]
-        if not _insert_plain(conn, Call, _CALL_FIELDS, chunk):
-            query = InsertQuery(Call)
-            query.insert_values(_CALL_FIELDS, chunk)
-            query.get_compiler(connection=conn).execute_sql(None)
-    for c in calls:
-        c._state.adding = False
-        c._state.db = conn.alias
 
 
 def _max_rows(conn, fields):
@@ -763,11 +746,21 @@ def _insert(conn, rows):
     calls = rows.calls
     if not calls:
         return
-    pk = env.pk
+    _link(calls, env.pk)
+    _insert_calls(conn, calls)
+
+
+def _link(calls, pk):
     for c in calls:
         # Straight into the instance: the attribute's descriptor would look
         # for a cached related object on every call of the batch.
         c.__dict__["envelope_id"] = pk
+
+
+def _insert_calls(conn, calls):
+    """INSERT ``calls`` (their envelope_id set): one statement, or chunks within the parameter limit."""
+    if not calls:
+        return
     # SQLite takes them all through one prepared statement (executemany).
     step = len(calls) if conn.vendor == "sqlite" else _max_rows(conn, _CALL_FIELDS)
     for start in range(0, len(calls), step):
