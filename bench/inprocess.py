@@ -130,6 +130,7 @@ def setup(target):
     """Set up Django for ``target`` in this process; return (handler, path, log)."""
     path, log = TARGETS[target]
     os.environ["BENCH_LOG"] = log
+    os.environ["BENCH_TARGET"] = target
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
 
     import django

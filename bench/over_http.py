@@ -38,8 +38,9 @@ def fetch(url, body, timeout=5.0):
         return response.status, response.read()
 
 
-def start_gunicorn(port, log, workers=2):
-    env = dict(os.environ, BENCH_LOG=log, DJANGO_SETTINGS_MODULE="bench.settings")
+def start_gunicorn(port, target, workers=2):
+    log = TARGETS[target][1]
+    env = dict(os.environ, BENCH_LOG=log, BENCH_TARGET=target, DJANGO_SETTINGS_MODULE="bench.settings")
     return subprocess.Popen(
         [
             sys.executable, "-m", "gunicorn", "bench.wsgi:application",
@@ -124,7 +125,7 @@ def main(argv=None):
     path, log = TARGETS[args.target]
     port = free_port()
     url = "http://127.0.0.1:%d%s" % (port, path)
-    proc = start_gunicorn(port, log)
+    proc = start_gunicorn(port, args.target)
     out = {"target": args.target, "http": {}}
     try:
         for i, name in enumerate(args.workloads.split(",")):

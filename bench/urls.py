@@ -1,4 +1,12 @@
-"""One URLconf for every target: each has its own path, all under the same settings."""
+"""
+One URLconf for every target: each has its own path, all under the same settings.
+
+The path of the target a process measures (BENCH_TARGET, set by bench.inprocess
+and bench.over_http) comes first, so that every target is resolved by its first
+pattern: none pays for trying the others' patterns before its own.
+"""
+
+import os
 
 from django.urls import path
 
@@ -6,6 +14,7 @@ from jsonrpc_app.views import JsonRpcView
 
 from . import views
 from .modern import server
+from .workloads import TARGETS
 
 urlpatterns = [
     path("bare/", views.bare),
@@ -13,3 +22,6 @@ urlpatterns = [
     path("rpc/", JsonRpcView.as_view()),
     path("modern-rpc/", server.view),
 ]
+
+_first = TARGETS.get(os.environ.get("BENCH_TARGET", ""), ("",))[0].strip("/") + "/"
+urlpatterns.sort(key=lambda p: str(p.pattern) != _first)

@@ -31,6 +31,7 @@ import logging
 import operator
 import re
 import threading
+import uuid
 import weakref
 
 import orjson
@@ -238,26 +239,31 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         response_text = _redact_response_body(response_text, records, keys)
 
     replay_of = context.replay_of
-    env = Envelope(
-        created_at=received,
-        endpoint=(context.endpoint or "")[:255],
-        source=source,
-        is_batch=bool(envelope is not None and envelope.is_batch),
-        request_body=_cap_text(request_text, limit),
-        response_body=_cap_text(response_text, limit),
-        http_status=http_status,
-        duration_ms=duration * 1000.0,
-        user_id=user_id,
-        username=username,
-        remote_addr=_ip(remote_addr),
-        user_agent=(user_agent or "")[:512],
-        replay_of_id=getattr(replay_of, "pk", replay_of),
-        error_code=_int32(envelope_error.get("code")) if envelope_error else None,
-        error_message=_cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
-        methods=_method_summary(records),
-        call_count=len(records),
-        error_count=sum(1 for r in records if r.error is not None),
-    )
+    env = _new_instance(Envelope)
+    # Every column of Envelope, set without Model.__init__ (as for the calls).
+    env.__dict__ = {
+        "_state": ModelState(),
+        "id": None,
+        "uid": uuid.uuid4(),
+        "created_at": received,
+        "endpoint": (context.endpoint or "")[:255],
+        "source": source,
+        "is_batch": bool(envelope is not None and envelope.is_batch),
+        "request_body": _cap_text(request_text, limit),
+        "response_body": _cap_text(response_text, limit),
+        "http_status": http_status,
+        "duration_ms": duration * 1000.0,
+        "user_id": user_id,
+        "username": username,
+        "remote_addr": _ip(remote_addr),
+        "user_agent": (user_agent or "")[:512],
+        "replay_of_id": getattr(replay_of, "pk", replay_of),
+        "error_code": _int32(envelope_error.get("code")) if envelope_error else None,
+        "error_message": _cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
+        "methods": _method_summary(records),
+        "call_count": len(records),
+        "error_count": sum(1 for r in records if r.error is not None),
+    }
     return LogRows(env, calls)
 
 

@@ -132,7 +132,7 @@ def test_values_that_are_not_json_native_are_stored_as_the_response_wrote_them(c
     assert logged.result["pair"] == [1, 2]
 
 
-def test_built_call_rows_hold_every_column_of_call_and_nothing_else():
+def test_built_rows_hold_every_column_of_their_model_and_nothing_else():
     # build_rows() fills Call instances without Model.__init__: a column
     # added to the model must be added there too.
     from jsonrpc_app import dispatch, protocol
@@ -149,6 +149,9 @@ def test_built_call_rows_hold_every_column_of_call_and_nothing_else():
     for built in rows.calls:
         assert set(built.__dict__) - {"_state"} == columns
         assert built._state.adding is True and built._state.db is None
+    envelope_columns = {f.attname for f in Envelope._meta.concrete_fields}
+    assert set(rows.envelope.__dict__) - {"_state"} == envelope_columns
+    assert rows.envelope.uid != build_rows(context, records, request_body=body, envelope=envelope).envelope.uid
 
 
 def test_raising_method_is_logged_with_its_traceback(call):
