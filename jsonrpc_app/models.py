@@ -18,6 +18,8 @@ condition, which is why the admin's filters add ``NOT_HTTP`` and
 ``ENVELOPE_HAS_ERRORS`` (below) to what they filter on.
 """
 
+import os
+import time
 import uuid
 
 from django.conf import settings
@@ -60,6 +62,20 @@ class LogJSONField(models.JSONField):
         return None
 
 
+def uuid7():
+    """
+    Return a UUID of version 7 (RFC 9562): 48 bits of Unix time in
+    milliseconds, then 74 random bits. Envelope ids made one after another
+    sort one after another, so each new one lands on the last page of the
+    unique index instead of a random page (uuid4), which the index would
+    have to read and split as it grows.
+    """
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 9562 variant
+    return uuid.UUID(int=value)
+
+
 def _user_fk():
     return models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -78,7 +94,7 @@ class Envelope(models.Model):
     """One body received by an endpoint: a single request or a batch."""
 
     # Unique across databases and retries: lets a spooled envelope be written exactly once.
-    uid = models.UUIDField(_("unique id"), default=uuid.uuid4, unique=True, editable=False)
+    uid = models.UUIDField(_("unique id"), default=uuid7, unique=True, editable=False)
     created_at = models.DateTimeField(_("received at"), default=timezone.now, editable=False)
     endpoint = models.CharField(_("endpoint"), max_length=255, blank=True)
     source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)

@@ -31,7 +31,6 @@ import logging
 import operator
 import re
 import threading
-import uuid
 import weakref
 
 import orjson
@@ -45,7 +44,7 @@ from . import protocol, spool
 from .conf import jsonrpc_settings
 from .encoding import json_default
 from .escaping import escape_body
-from .models import Call, Envelope, Outcome
+from .models import Call, Envelope, Outcome, uuid7
 
 logger = logging.getLogger("jsonrpc_app")
 
@@ -244,7 +243,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
     env.__dict__ = {
         "_state": ModelState(),
         "id": None,
-        "uid": uuid.uuid4(),
+        "uid": uuid7(),
         "created_at": received,
         "endpoint": (context.endpoint or "")[:255],
         "source": source,

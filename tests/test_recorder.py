@@ -5,6 +5,7 @@ written in, what happens when it cannot be written, and LOG_DATABASE.
 """
 
 import json
+import uuid
 import logging
 
 import pytest
@@ -482,3 +483,21 @@ def test_check_warns_when_no_router_sends_the_log_to_its_database(jsonrpc, setti
 def test_checks_refuse_bad_sensitive_keys_and_size_cap(jsonrpc):
     jsonrpc(SENSITIVE_KEYS="password", LOG_MAX_VALUE_BYTES=0)
     assert _log_check_ids() == ["jsonrpc_app.E031", "jsonrpc_app.E032"]
+
+
+def test_envelope_uids_are_version_7_and_sort_in_the_order_they_were_made(call):
+    # Time-ordered ids land on the last page of the unique index (see models.uuid7).
+    import time as _time
+
+    from jsonrpc_app.models import uuid7
+
+    made = []
+    for _ in range(3):
+        made.append(uuid7())
+        _time.sleep(0.002)
+    assert made == sorted(made, key=lambda u: u.bytes)
+    assert {u.version for u in made} == {7} and {u.variant for u in made} == {uuid.RFC_4122}
+    assert len({uuid7() for _ in range(1000)}) == 1000
+    call(req("subtract", [3, 1], id=1))
+    (logged,) = Envelope.objects.all()
+    assert logged.uid.version == 7
