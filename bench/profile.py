@@ -25,6 +25,7 @@ def main(argv=None):
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--limit", type=int, default=30)
     parser.add_argument("--pyinstrument", action="store_true")
+    parser.add_argument("--cpu", action="store_true", help="cProfile on CPU time, not wall-clock time")
     args = parser.parse_args(argv)
     path, log = TARGETS[args.target]
     os.environ["BENCH_LOG"] = log
@@ -57,7 +58,7 @@ def main(argv=None):
         profiler.stop()
         print(profiler.output_text(unicode=True, color=False, show_all=False))
     else:
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.process_time) if args.cpu else cProfile.Profile()
         n = profiler.runcall(loop)
         pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.limit)
     print("%d requests profiled" % n)
