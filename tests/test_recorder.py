@@ -11,6 +11,7 @@ import logging
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection, connections, router
+from django.test.utils import CaptureQueriesContext
 
 from jsonrpc_app import spool
 from jsonrpc_app.models import Call, Envelope
@@ -182,6 +183,34 @@ def test_a_batch_is_logged_in_a_constant_number_of_queries(call, django_assert_m
         answer = call(batch)
     assert len(answer) == size
     assert Call.objects.filter(envelope=Envelope.objects.get()).count() == size
+
+
+def test_on_postgresql_an_envelope_and_all_its_calls_are_one_statement(call):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no INSERT inside WITH: an INSERT for the envelope, one for its calls")
+    batch = [req("subtract", [i, 1], id=i) for i in range(5)] + [req("update", [1], notification=True)]
+    # In the test's transaction the write is wrapped in a savepoint; outside of
+    # one it is this single statement in autocommit.
+    with CaptureQueriesContext(connection) as captured:
+        call(batch)
+    statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+    assert len(statements) == 1 and statements[0].startswith("WITH env AS (INSERT INTO"), statements
+    envelope = Envelope.objects.get()
+    logged = calls_of(envelope)
+    assert [c.position for c in logged] == list(range(6))
+    assert [c.result for c in logged[:5]] == [-1, 0, 1, 2, 3]
+    # SQL NULL, not a JSON null, where a value is absent (the notification's id).
+    assert logged[5].is_notification and logged[5].request_id is None
+    assert Call.objects.filter(request_id__isnull=True).count() == 1
+    assert logged[0].created_at == envelope.created_at and logged[0].outcome == "ok"
+
+
+def test_a_value_json_cannot_carry_is_still_logged_through_the_plain_statements(call):
+    # Beyond 64 bits orjson refuses the integer: the envelope goes the longer way, whole.
+    answer = call([req("echo", [2**70], id=1), req("subtract", [3, 1], id=2)])
+    assert [a.get("result") for a in answer] == [2**70, 2]
+    (envelope,) = Envelope.objects.all()
+    assert [c.params for c in calls_of(envelope)] == [[2**70], [3, 1]]
 
 
 def test_logging_none_writes_nothing_and_runs_no_query(call, jsonrpc, django_assert_num_queries):
