@@ -1009,6 +1009,12 @@ def _columns(conn, fields, objs):
         if plain and set(map(type, column)) <= plain:
             out.append(column)
             continue
+        if adapt is _sqlite_json and set(map(type, column)) <= _JSON_OR_NONE:
+            try:
+                out.append([None if v is None else _dumps(v).decode() for v in column])
+                continue
+            except TypeError:
+                pass  # a value orjson cannot write: one by one, as the ORM would
         values = []
         last_in = last_out = None
         for value in column:
@@ -1028,6 +1034,8 @@ def _columns(conn, fields, objs):
 
 _getters = {}
 _JSON_TYPES = frozenset({dict, list, str, int, float, bool})
+_JSON_OR_NONE = _JSON_TYPES | {type(None)}
+_dumps = orjson.dumps
 
 
 def _insert_plain(conn, model, fields, objs):
