@@ -234,6 +234,7 @@ def load(db, args):
         DJANGO_SETTINGS_MODULE="project.settings",
         DJANGO_DEBUG="0",
         JSONRPC_SPOOL_DIR=str(work / "spool"),
+        JSONRPC_LOG_WRITER=args.log_writer,
         # Persistent connections: a restart breaks them under the workers' feet.
         CONN_MAX_AGE=str(args.conn_max_age),
         PYTHONPATH=str(ROOT),
@@ -248,8 +249,9 @@ def load(db, args):
     env["DATABASE_URL"] = database_url
     restart = db == "postgres" and not args.no_restart
     print(
-        "== %s: %d calls, %d clients, gunicorn -w %d%s (work dir %s)"
-        % (db, args.calls, args.clients, args.workers, ", PostgreSQL restart" if restart else "", work),
+        "== %s: %d calls, %d clients, gunicorn -w %d, LOG_WRITER %s%s (work dir %s)"
+        % (db, args.calls, args.clients, args.workers, args.log_writer,
+           ", PostgreSQL restart" if restart else "", work),
         flush=True,
     )
     run([PYTHON, "manage.py", "migrate", "--noinput"], env)
@@ -377,6 +379,10 @@ def main():
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--no-restart", action="store_true", help="do not restart PostgreSQL")
+    parser.add_argument(
+        "--log-writer", choices=["request", "background"], default="request",
+        help="JSONRPC LOG_WRITER of the workers (background: stopped with SIGTERM, which flushes)",
+    )
     parser.add_argument(
         "--restart-at", type=float, default=0.4, help="restart after this share of the calls"
     )

@@ -110,6 +110,8 @@ JSONRPC = {
     # Where the call log waits while its database cannot be written; unset:
     # BASE_DIR / "spool".
     "SPOOL_DIR": os.environ.get("JSONRPC_SPOOL_DIR") or None,
+    # "request" (the default: written before the answer) or "background" (README, "Call log").
+    "LOG_WRITER": os.environ.get("JSONRPC_LOG_WRITER") or "request",
 }
 
 LOGGING = {
