@@ -58,13 +58,19 @@ _FAILURE_DETAIL_CHARS = 16 * 1024
 
 
 class LogRows:
-    """The rows of one envelope, built and not yet written."""
+    """
+    The rows of one envelope, built and not yet written.
 
-    __slots__ = ("envelope", "calls")
+    ``calls_storable`` is True when build_rows() could tell that no value of
+    the calls needs escaping.make_storable() (see _calls_are_storable()).
+    """
 
-    def __init__(self, envelope, calls):
+    __slots__ = ("envelope", "calls", "calls_storable")
+
+    def __init__(self, envelope, calls, calls_storable=False):
         self.envelope = envelope
         self.calls = calls
+        self.calls_storable = calls_storable
 
     def as_dict(self):
         """Return the rows as JSON-able data (for messages and spools)."""
@@ -263,7 +269,35 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         "call_count": len(records),
         "error_count": sum(1 for r in records if r.error is not None),
     }
-    return LogRows(env, calls)
+    storable = request_small and _calls_are_storable(logged, request_text, response_text, username, source)
+    return LogRows(env, calls, storable)
+
+
+def _plain(text):
+    """True for text escaping.escape_text() leaves as it is without looking further."""
+    return isinstance(text, str) and text.isascii() and "\x00" not in text and "\\" not in text
+
+
+def _calls_are_storable(logged, request_text, response_text, username, source):
+    """
+    Return True when no value of the calls built from ``logged`` needs
+    escaping (NUL, lone surrogates, a backslash-u look-alike, a non-finite
+    float), told from the bodies instead of value by value: every string of a
+    call's method, id and params was read from the request body, and every
+    result and error of a call that is answered was written into the response
+    body. A body that is plain ASCII without NUL or backslash holds no string
+    that needs escaping (JSON writes those characters as backslash escapes),
+    and a response without "null" holds no NaN or infinity (written as null).
+    Notifications' results and tracebacks are in no body: any makes it False.
+    """
+    if not (_plain(request_text) and _plain(response_text) and "null" not in response_text):
+        return False
+    if not (_plain(username) and _plain(source)):
+        return False
+    for r in logged:
+        if r.is_notification or r.traceback:
+            return False
+    return True
 
 
 # The columns build_rows() fills on each Call it makes (a test checks they are all of them).

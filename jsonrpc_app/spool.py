@@ -119,6 +119,8 @@ def store(rows, using=None):
 
 def _make_storable(rows):
     escaping.make_storable(rows.envelope)
+    if getattr(rows, "calls_storable", False):
+        return  # build_rows() saw from the bodies that no call value needs escaping
     for call in rows.calls:
         escaping.make_storable(call)
 

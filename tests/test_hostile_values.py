@@ -57,6 +57,56 @@ def test_nul_in_a_string_param_is_stored_escaped_and_answered_as_sent(rpc):
     assert unescape_body(envelope.request_body) == body
 
 
+def test_nul_in_a_notification_result_is_stored_escaped_even_when_both_bodies_are_plain(rpc):
+    # The result of a notification is in no body: the recorder cannot tell from the
+    # bodies that it needs no escaping, so it looks at the value.
+    body = b'[{"jsonrpc":"2.0","method":"testapp.nul_text"},{"jsonrpc":"2.0","method":"subtract","params":[3,1],"id":1}]'
+    assert _post(rpc, body) == [{"jsonrpc": "2.0", "result": 2, "id": 1}]
+    _envelope, (notification, call) = _logged()
+    assert notification.result == "a\\u0000b" and unescape_json(notification.result) == "a\x00b"
+    assert call.result == 2
+
+
+def test_a_nan_result_is_stored_as_null_like_the_answer_in_a_plain_batch(rpc):
+    body = b'[{"jsonrpc":"2.0","method":"testapp.not_a_number","id":1},{"jsonrpc":"2.0","method":"testapp.not_a_number"}]'
+    assert _post(rpc, body) == [{"jsonrpc": "2.0", "result": None, "id": 1}]
+    _envelope, calls = _logged()
+    assert [c.result for c in calls] == [None, None]
+
+
+def test_plain_bodies_let_the_recorder_skip_the_value_by_value_escaping_with_the_same_rows():
+    import copy
+
+    from jsonrpc_app import dispatch, escaping, protocol, service
+    from jsonrpc_app.context import CallContext
+    from jsonrpc_app.recorder import build_rows
+
+    body = json.dumps([
+        {"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1},
+        {"jsonrpc": "2.0", "method": "echo", "params": {"value": {"k": ["plain", 1.5, 2**70]}}, "id": "x"},
+        {"jsonrpc": "2.0", "method": "nope", "id": 3},
+        {"jsonrpc": "2.0", "method": 5, "id": 4},
+    ]).encode()
+    context = CallContext(source="cli")
+    envelope = protocol.parse(body, 100, 64)
+    response, records = dispatch.execute(envelope, context)
+    content = service.encode(response, records)
+    rows = build_rows(context, records, request_body=body, response_body=content, envelope=envelope)
+    assert rows.calls_storable is True
+    for call in rows.calls:
+        checked = copy.copy(call)
+        checked.__dict__ = dict(call.__dict__)
+        escaping.make_storable(checked)
+        assert checked.__dict__ == call.__dict__
+    # A backslash anywhere in the request body: value by value again.
+    body = body.replace(b'"plain"', b'"pl\\u0000ain"')
+    envelope = protocol.parse(body, 100, 64)
+    response, records = dispatch.execute(envelope, context)
+    content = service.encode(response, records)
+    rows = build_rows(context, records, request_body=body, response_body=content, envelope=envelope)
+    assert rows.calls_storable is False
+
+
 def test_nul_in_an_object_key_is_stored_escaped(rpc):
     body = b'{"jsonrpc":"2.0","method":"echo","params":{"value":{"k\\u0000":1}},"id":2}'
     assert _post(rpc, body)["result"] == {"k\x00": 1}

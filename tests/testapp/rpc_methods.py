@@ -95,3 +95,14 @@ def abort_request():
     Group.objects.create(name="aborted")
     transaction.set_rollback(True)
     return "aborted"
+
+
+@rpc_method(name="testapp.nul_text")
+def nul_text():
+    """A string with NUL in it, from params that hold none."""
+    return "a\x00b"
+
+
+@rpc_method(name="testapp.not_a_number")
+def not_a_number():
+    return float("nan")
