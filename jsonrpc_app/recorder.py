@@ -807,8 +807,8 @@ def _insert_calls(conn, calls):
     """INSERT ``calls`` (their envelope_id set): one statement, or chunks within the parameter limit."""
     if not calls:
         return
-    # SQLite takes them all through one prepared statement (executemany).
-    step = len(calls) if conn.vendor == "sqlite" else _max_rows(conn, _CALL_FIELDS)
+    # One statement for all of them, unless the database's parameter limit needs chunks.
+    step = _max_rows(conn, _CALL_FIELDS)
     for start in range(0, len(calls), step):
         chunk = calls[start:start + step]
         if not _insert_plain(conn, Call, _CALL_FIELDS, chunk):
@@ -1091,15 +1091,6 @@ def _insert_plain(conn, model, fields, objs):
         types = [f.db_type(conn).split("(")[0] for f in fields]
         sql = "%s SELECT * FROM UNNEST(%s)" % (head, ", ".join("(%%s)::%s[]" % t for t in types))
         params = [list(c) for c in columns]
-    elif conn.vendor == "sqlite":
-        # One statement prepared once and run for each row: Django rewrites
-        # each "%s" of a statement into "?" with a regex on every execute,
-        # which over a multi-row VALUES list of a batch costs more than the
-        # whole INSERT (SQLite's own "?" would break Django's query logging).
-        sql = "%s VALUES (%s)" % (head, ", ".join(["%s"] * len(fields)))
-        with conn.cursor() as cursor:
-            cursor.executemany(sql, list(zip(*columns)))
-        return True
     else:
         row = "(%s)" % ", ".join(["%s"] * len(fields))
         sql = "%s VALUES %s" % (head, ", ".join([row] * len(objs)))

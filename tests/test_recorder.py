@@ -185,6 +185,22 @@ def test_a_batch_is_logged_in_a_constant_number_of_queries(call, django_assert_m
     assert Call.objects.filter(envelope=Envelope.objects.get()).count() == size
 
 
+def test_on_sqlite_a_batch_is_two_insert_statements_as_sqlite_itself_runs_them(call):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's own trace of the statements it runs")
+    connection.ensure_connection()
+    ran = []
+    connection.connection.set_trace_callback(ran.append)
+    try:
+        call([req("subtract", [i, 1], id=i) for i in range(100)])
+    finally:
+        connection.connection.set_trace_callback(None)
+    inserts = [sql for sql in ran if sql.lstrip().upper().startswith("INSERT")]
+    # Counted by SQLite, not by Django's cursor: one for the envelope, one for its 100 calls.
+    assert len(inserts) == 2, inserts
+    assert Call.objects.count() == 100
+
+
 def test_on_postgresql_an_envelope_and_all_its_calls_are_one_statement(call):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite has no INSERT inside WITH: an INSERT for the envelope, one for its calls")
