@@ -19,7 +19,7 @@ from jsonrpc_app.escaping import (
     unescape_json,
     unescape_text,
 )
-from jsonrpc_app.models import Call, Envelope
+from jsonrpc_app.models import Envelope
 
 pytestmark = pytest.mark.django_db
 
@@ -74,12 +74,23 @@ def test_a_nan_result_is_stored_as_null_like_the_answer_in_a_plain_batch(rpc):
     assert [c.result for c in calls] == [None, None]
 
 
+def _built_rows(body):
+    """The LogRows the recorder builds for ``body`` (answered by the default registry)."""
+    from jsonrpc_app import dispatch, protocol, service
+    from jsonrpc_app.context import CallContext
+    from jsonrpc_app.recorder import build_rows
+
+    context = CallContext(source="cli")
+    envelope = protocol.parse(body, 100, 64)
+    response, records = dispatch.execute(envelope, context)
+    content = service.encode(response, records)
+    return build_rows(context, records, request_body=body, response_body=content, envelope=envelope)
+
+
 def test_plain_bodies_let_the_recorder_skip_the_value_by_value_escaping_with_the_same_rows():
     import copy
 
-    from jsonrpc_app import dispatch, escaping, protocol, service
-    from jsonrpc_app.context import CallContext
-    from jsonrpc_app.recorder import build_rows
+    from jsonrpc_app import escaping
 
     body = json.dumps([
         {"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1},
@@ -87,11 +98,7 @@ def test_plain_bodies_let_the_recorder_skip_the_value_by_value_escaping_with_the
         {"jsonrpc": "2.0", "method": "nope", "id": 3},
         {"jsonrpc": "2.0", "method": 5, "id": 4},
     ]).encode()
-    context = CallContext(source="cli")
-    envelope = protocol.parse(body, 100, 64)
-    response, records = dispatch.execute(envelope, context)
-    content = service.encode(response, records)
-    rows = build_rows(context, records, request_body=body, response_body=content, envelope=envelope)
+    rows = _built_rows(body)
     assert rows.calls_storable is True
     for call in rows.calls:
         checked = copy.copy(call)
@@ -99,12 +106,7 @@ def test_plain_bodies_let_the_recorder_skip_the_value_by_value_escaping_with_the
         escaping.make_storable(checked)
         assert checked.__dict__ == call.__dict__
     # A backslash anywhere in the request body: value by value again.
-    body = body.replace(b'"plain"', b'"pl\\u0000ain"')
-    envelope = protocol.parse(body, 100, 64)
-    response, records = dispatch.execute(envelope, context)
-    content = service.encode(response, records)
-    rows = build_rows(context, records, request_body=body, response_body=content, envelope=envelope)
-    assert rows.calls_storable is False
+    assert _built_rows(body.replace(b'"plain"', b'"pl\\u0000ain"')).calls_storable is False
 
 
 def test_nul_in_an_object_key_is_stored_escaped(rpc):

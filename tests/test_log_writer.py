@@ -29,7 +29,7 @@ from jsonrpc_app import spool, writer
 from jsonrpc_app.checks import check_spool_settings
 from jsonrpc_app.models import Call, Envelope
 
-from .test_spool import UNREACHABLE, _closed_port, _spooled_lines
+from .test_spool import UNREACHABLE, _spooled_lines, unreachable_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -241,19 +241,7 @@ def unreachable_everywhere():
     A PostgreSQL alias nothing listens on, known to every thread (the
     writer's thread opens its own connection to it).
     """
-    settings_dict = connections.configure_settings(
-        {
-            "default": dict(connections.settings["default"]),
-            UNREACHABLE: {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": "spool_unreachable",
-                "USER": "postgres",
-                "HOST": "127.0.0.1",
-                "PORT": str(_closed_port()),
-                "OPTIONS": {"connect_timeout": 2},
-            },
-        }
-    )[UNREACHABLE]
+    settings_dict = unreachable_settings()
     configured = connections.settings
     connections.settings = _OneMoreAlias(configured, **{UNREACHABLE: settings_dict})
     connections[UNREACHABLE] = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(

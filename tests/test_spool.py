@@ -33,14 +33,9 @@ def _closed_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def unreachable_alias():
-    """
-    A database alias whose server refuses connections (nothing listens on its
-    port); created on the fly, as Django allows for connections that are not
-    in settings.DATABASES.
-    """
-    settings_dict = connections.configure_settings(
+def unreachable_settings():
+    """The settings of alias UNREACHABLE: a PostgreSQL server nothing listens for."""
+    return connections.configure_settings(
         {
             "default": dict(connections.settings["default"]),
             UNREACHABLE: {
@@ -53,6 +48,16 @@ def unreachable_alias():
             },
         }
     )[UNREACHABLE]
+
+
+@pytest.fixture
+def unreachable_alias():
+    """
+    A database alias whose server refuses connections (nothing listens on its
+    port); created on the fly, as Django allows for connections that are not
+    in settings.DATABASES.
+    """
+    settings_dict = unreachable_settings()
     connections[UNREACHABLE] = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(
         settings_dict, UNREACHABLE
     )
