@@ -156,10 +156,6 @@ def lockstep(env, cycles, warmup=3, targets=TARGETS, workloads=WORKLOADS):
                 proc.kill()
 
 
-def ratio(a, b):
-    return "%.2f×" % (a / b) if a and b else "–"
-
-
 def paired(values, bases):
     """The median over rounds of value / base, each pair from the same round."""
     return statistics.median(v / b for v, b in zip(values, bases) if b)
