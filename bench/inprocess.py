@@ -142,7 +142,7 @@ def setup(target):
         clear_log()
     if log == "2":
         global _after_chunk
-        from jsonrpc_app import writer
+        from jsonrpc_app.log import writer
 
         _after_chunk = writer.flush
     return handler, path, log

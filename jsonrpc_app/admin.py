@@ -21,7 +21,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import spool
+from .log import spool
 from .admin_views import EnvelopeReplayMixin, RpcMethodAdmin
 from .models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, RpcMethod, Source
 
@@ -178,7 +178,7 @@ class EnvelopeOutcomeFilter(admin.SimpleListFilter):
 
 
 def spool_warning(request):
-    """Tell staff about envelopes waiting in the spool, not yet in the log (jsonrpc_app.spool)."""
+    """Tell staff about envelopes waiting in the spool, not yet in the log (jsonrpc_app.log.spool)."""
     pending = spool.status()
     if pending.pending:
         messages.warning(

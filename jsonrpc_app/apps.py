@@ -11,6 +11,9 @@ class SimpleJsonRpcConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401 -- registers the system checks
+        from . import log
+
+        log.install()
 
 
 class JsonRpcConfig(SimpleJsonRpcConfig):

@@ -117,7 +117,7 @@ def check_spool_settings(app_configs=None, **kwargs):
     import os
 
     from .conf import jsonrpc_settings
-    from .spool import spool_dir
+    from .log.spool import spool_dir
 
     errors = []
     for key in ("SPOOL_FLUSH_INTERVAL", "SPOOL_RETRY_DELAY"):

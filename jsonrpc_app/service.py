@@ -12,7 +12,7 @@ which is what the log records.
 
 import time
 
-from . import dispatch, protocol
+from . import dispatch, log, protocol
 from .conf import jsonrpc_settings
 from .encoding import json_default
 
@@ -103,9 +103,7 @@ def answer(body, context, *, error=None, started=None, remote_addr=None, user_ag
         content, status = encode(response, records), 200
     row = None
     if context.log:
-        from . import recorder
-
-        row = recorder.record(
+        row = log.record(
             context,
             records,
             request_body=body,

@@ -16,10 +16,10 @@ def _spool_per_test(settings, tmp_path):
     # background flush thread must not leave them running: the writer would
     # write into the next test's database, the flusher replay the next
     # test's spool from under it. The writer first: it may spool.
-    from jsonrpc_app import spool, writer
+    from jsonrpc_app.log import store, writer
 
     assert writer.stop(timeout=30), "the call log writer thread did not stop"
-    spool.stop_flusher()
+    store.stop_flusher()
 
 
 @pytest.fixture

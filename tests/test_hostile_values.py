@@ -1,6 +1,6 @@
 """
 Values that databases refuse are still stored in the call log, escaped in the
-documented way (jsonrpc_app.escaping), on SQLite and PostgreSQL alike; the
+documented way (jsonrpc_app.log.escaping), on SQLite and PostgreSQL alike; the
 client's answer is the same as if the log were not there.
 """
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jsonrpc_app.escaping import (
+from jsonrpc_app.log.escaping import (
     escape_body,
     escape_json,
     escape_text,
@@ -78,7 +78,7 @@ def _built_rows(body):
     """The LogRows the recorder builds for ``body`` (answered by the default registry)."""
     from jsonrpc_app import dispatch, protocol, service
     from jsonrpc_app.context import CallContext
-    from jsonrpc_app.recorder import build_rows
+    from jsonrpc_app.log.rows import build_rows
 
     context = CallContext(source="cli")
     envelope = protocol.parse(body, 100, 64)
@@ -90,7 +90,7 @@ def _built_rows(body):
 def test_plain_bodies_let_the_recorder_skip_the_value_by_value_escaping_with_the_same_rows():
     import copy
 
-    from jsonrpc_app import escaping
+    from jsonrpc_app.log import escaping
 
     body = json.dumps([
         {"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1},

@@ -25,7 +25,7 @@ from django.db import connection, connections
 from django.db.backends.signals import connection_created
 from django.db.utils import load_backend
 
-from jsonrpc_app import spool, writer
+from jsonrpc_app.log import spool, store, writer
 from jsonrpc_app.checks import check_spool_settings
 from jsonrpc_app.models import Call, Envelope
 
@@ -179,9 +179,9 @@ def test_a_group_the_database_refuses_is_written_envelope_by_envelope(background
     """One envelope whose row the database refuses costs the others of its group nothing."""
     from django.contrib.auth.models import AnonymousUser
 
-    from jsonrpc_app import recorder
     from jsonrpc_app.context import CallContext
     from jsonrpc_app.dispatch import execute
+    from jsonrpc_app.log.rows import build_rows
     from jsonrpc_app.protocol import parse
 
     background(LOG_WRITER_MAX_DELAY=30)
@@ -191,7 +191,7 @@ def test_a_group_the_database_refuses_is_written_envelope_by_envelope(background
         body = json.dumps(_subtract(i)).encode()
         envelope = parse(body, 100, 64)
         response, records = execute(envelope, context)
-        built.append(recorder.build_rows(context, records, request_body=body, envelope=envelope))
+        built.append(build_rows(context, records, request_body=body, envelope=envelope))
     built[2].envelope.call_count = -1  # a positive integer column: refused by a CHECK constraint
     for rows in built:
         assert writer.submit(rows)
@@ -267,9 +267,9 @@ def test_with_the_database_down_every_envelope_is_spooled_and_replayed_exactly_o
     assert Envelope.objects.using("default").count() == 0
 
     background(LOG_DATABASE="default", LOG_WRITER_MAX_DELAY=30)
-    result = spool.flush()
+    result = store.flush()
     assert (result.written, result.rejected) == (6, 0)
-    assert spool.flush().written == 0
+    assert store.flush().written == 0
     assert sorted(Call.objects.values_list("result", flat=True)) == [-1, 0, 1, 2, 3, 4]
     assert Envelope.objects.values("uid").distinct().count() == 6
 

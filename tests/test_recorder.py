@@ -1,5 +1,5 @@
 """
-The call log as written by jsonrpc_app.recorder: what is stored for each
+The call log as written by jsonrpc_app.log: what is stored for each
 envelope and call, the policy, redaction, truncation, the transaction it is
 written in, what happens when it cannot be written, and LOG_DATABASE.
 """
@@ -13,9 +13,9 @@ from django.contrib.auth.models import Group, User
 from django.db import connection, connections, router
 from django.test.utils import CaptureQueriesContext
 
-from jsonrpc_app import spool
+from jsonrpc_app.log import spool
+from jsonrpc_app.log.rows import REDACTED, TRUNCATED_KEY
 from jsonrpc_app.models import Call, Envelope
-from jsonrpc_app.recorder import REDACTED, TRUNCATED_KEY
 
 pytestmark = pytest.mark.django_db
 
@@ -139,7 +139,7 @@ def test_built_rows_hold_every_column_of_their_model_and_nothing_else():
     # added to the model must be added there too.
     from jsonrpc_app import dispatch, protocol
     from jsonrpc_app.context import CallContext
-    from jsonrpc_app.recorder import build_rows
+    from jsonrpc_app.log.rows import build_rows
 
     body = json.dumps([req("subtract", [1, 2], id=1), req("testapp.boom", id=2), 5]).encode()
     context = CallContext(source="cli")

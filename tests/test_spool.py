@@ -21,7 +21,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection, connections
 from django.db.utils import load_backend
 
-from jsonrpc_app import spool
+from jsonrpc_app.log import spool, store
 from jsonrpc_app.models import Call, Envelope
 
 UNREACHABLE = "spool_unreachable"
@@ -133,14 +133,14 @@ def test_flush_writes_spooled_envelopes_exactly_once(call, unreachable_alias, lo
     uids = sorted(line["uid"] for line in _spooled_lines(spool_dir))
     log_to("default")
 
-    result = spool.flush()
+    result = store.flush()
     assert (result.written, result.present, result.rejected, result.files) == (3, 0, 0, 1)
     assert sorted(str(u) for u in Envelope.objects.values_list("uid", flat=True)) == uids
     assert sorted(Call.objects.values_list("result", flat=True)) == [-1, 0, 1]
     assert list(spool_dir.iterdir()) == []
     assert not spool.status(spool_dir)
 
-    again = spool.flush()
+    again = store.flush()
     assert (again.written, again.present, again.files) == (0, 0, 0)
     assert Envelope.objects.count() == 3
     assert Call.objects.count() == 3
@@ -154,7 +154,7 @@ def test_spooled_envelope_keeps_its_fields(call, unreachable_alias, log_to, spoo
         HTTP_USER_AGENT="agent/1.0",
     )
     log_to("default")
-    spool.flush()
+    store.flush()
     envelope = Envelope.objects.get()
     assert envelope.is_batch
     assert envelope.user_agent == "agent/1.0"
@@ -190,12 +190,12 @@ def test_replay_is_idempotent_after_a_crash_between_insert_and_truncation(
     saved = tmp_path / "saved"
     shutil.copytree(spool_dir, saved)
     log_to("default")
-    assert spool.flush().written == 4
+    assert store.flush().written == 4
     for path in saved.iterdir():
         claimed = spool_dir / (path.name[: -len(spool.ACTIVE)] + ".dead0001" + spool.CLAIMED)
         shutil.copy(path, claimed)
 
-    result = spool.flush()
+    result = store.flush()
     assert (result.written, result.present, result.files) == (0, 4, 1)
     assert Envelope.objects.count() == 4
     assert Call.objects.count() == 4
@@ -216,9 +216,9 @@ def test_replay_after_a_crash_mid_file_writes_only_the_missing_envelopes(
     partial = tmp_path / "partial" / active.name
     partial.parent.mkdir()
     partial.write_bytes(b"".join(lines[:2]))
-    assert spool.flush(directory=partial.parent).written == 2
+    assert store.flush(directory=partial.parent).written == 2
 
-    result = spool.flush()
+    result = store.flush()
     assert (result.written, result.present) == (3, 2)
     assert sorted(Call.objects.values_list("request_id", flat=True)) == [0, 1, 2, 3, 4]
 
@@ -234,7 +234,7 @@ def test_torn_last_line_of_a_dead_process_is_kept_aside_and_the_rest_replayed(
     with open(active, "ab") as f:
         f.write(b'{"v":1,"uid":"6b0a')
     log_to("default")
-    result = spool.flush()
+    result = store.flush()
     assert (result.written, result.rejected) == (2, 1)
     (rejected,) = spool_dir.glob("*" + spool.REJECTED)
     assert rejected.read_bytes() == b'{"v":1,"uid":"6b0a\n'
@@ -249,12 +249,12 @@ def test_flush_while_the_database_is_unreachable_keeps_everything(
     log_to(unreachable_alias)
     call(_subtract(1))
     call(_subtract(2))
-    result = spool.flush()
+    result = store.flush()
     assert result.error is not None
     assert result.written == 0
     assert spool.status(spool_dir).pending == 2
     log_to("default")
-    assert spool.flush().written == 2
+    assert store.flush().written == 2
 
 
 @pytest.mark.django_db
@@ -294,7 +294,7 @@ def test_spool_lines_round_trip_hostile_values(call, unreachable_alias, log_to):
     body = '{"jsonrpc":"2.0","method":"echo","params":["a\\u0000\\ud800", %d, 1e308],"id":1}' % 2**64
     call(body)
     log_to("default")
-    assert spool.flush().written == 1
+    assert store.flush().written == 1
     (logged,) = Call.objects.all()
     assert logged.params == ["a\\u0000\\ud800", 2**64, 1e308]
     assert type(logged.params[2]) is float
@@ -332,7 +332,7 @@ def test_admin_changelists_say_how_many_envelopes_wait_in_the_spool(
         page = admin_client.get(url).content.decode()
         assert "2 envelopes are waiting in the call log&#x27;s spool (%s)" % spool_dir in page
         assert "jsonrpc_flush_spool" in page
-    spool.flush()
+    store.flush()
     page = admin_client.get("/admin/jsonrpc_app/envelope/").content.decode()
     assert "waiting in the call log" not in page
     assert Envelope.objects.count() == 2
@@ -350,7 +350,7 @@ def test_admin_changelist_reports_rejected_spool_lines(admin_client, log_to, spo
 @pytest.fixture
 def flush_thread():
     yield
-    spool.stop_flusher()
+    store.stop_flusher()
 
 
 @pytest.mark.django_db(transaction=True)

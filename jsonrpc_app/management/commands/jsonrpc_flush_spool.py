@@ -1,8 +1,8 @@
-"""Replay the call log's spool into the log database (see jsonrpc_app.spool)."""
+"""Replay the call log's spool into the log database (see jsonrpc_app.log.store)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jsonrpc_app import spool, writer
+from jsonrpc_app.log import spool, store, writer
 from jsonrpc_app.conf import jsonrpc_settings
 
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         # What this process's background writer holds goes first (to the
         # log, or to the spool replayed below).
         writer.flush()
-        result = spool.flush(using=using, directory=spool_dir)
+        result = store.flush(using=using, directory=spool_dir)
         left = spool.status(result.directory)
         if result.error is not None:
             raise CommandError(

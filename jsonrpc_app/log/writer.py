@@ -5,27 +5,27 @@ Most of what logging an envelope costs is its transaction's commit; a thread
 that writes the envelopes of many requests in one transaction pays it once
 for all of them, and the request's thread does not wait for the database.
 
-``submit()`` queues the rows of one envelope (a recorder.LogRows) and returns
+``submit()`` queues the rows of one envelope (a rows.LogRows) and returns
 at once. One daemon thread per process (started on the first submit, again
 in a forked child) takes what is queued once the oldest envelope has waited
 ``LOG_WRITER_MAX_DELAY`` seconds, and writes up to ``MAX_GROUP`` envelopes
 (``MAX_GROUP_CALLS`` calls) in one transaction on its own connection, through
-``spool.store_many()``: a group the database refuses is written envelope by
+``store.store_many()``: a group the database refuses is written envelope by
 envelope, and what cannot be written goes to the spool, as with the
 "request" writer.
 
 Nothing is dropped and no request waits without end: when
 ``LOG_WRITER_QUEUE_SIZE`` envelopes are waiting, a request writes its own
-envelope (``spool.store()``, the "request" writer's path).
+envelope (``store.store()``, the "request" writer's path).
 
 ``flush()`` waits until everything submitted so far is written or spooled;
-it runs at interpreter exit (a worker stopped gracefully loses nothing) and
+it runs at interpreter exit (a worker stopped gracefully loses nothing: the
+hook is installed by jsonrpc_app.log.install(), from AppConfig.ready()) and
 in ``manage.py jsonrpc_flush_spool``. What waits in memory when the process
 is killed (SIGKILL, the OOM killer) is lost: at most the last
 ``LOG_WRITER_MAX_DELAY`` seconds and one group.
 """
 
-import atexit
 import collections
 import logging
 import os
@@ -34,8 +34,8 @@ import time
 
 from django.db import close_old_connections, connections
 
-from . import spool
-from .conf import jsonrpc_settings
+from ..conf import jsonrpc_settings
+from . import store
 
 logger = logging.getLogger("jsonrpc_app")
 
@@ -95,7 +95,7 @@ def submit(rows, using=None):
                 # one's delay: wake it when there is something new to do.
                 state.cond.notify_all()
     if not queued:
-        spool.store(rows, using)
+        store.store(rows, using)
     return queued
 
 
@@ -153,7 +153,8 @@ def stop(timeout=None):
     return not thread.is_alive()
 
 
-def _flush_at_exit():
+def flush_at_exit():
+    """Write what is queued before the interpreter exits (an atexit hook)."""
     state = _state
     if state.pid != os.getpid() or state.done == state.submitted:
         return
@@ -163,9 +164,6 @@ def _flush_at_exit():
             EXIT_TIMEOUT,
             pending(),
         )
-
-
-atexit.register(_flush_at_exit)
 
 
 def _run(state):
@@ -226,7 +224,7 @@ def _write(group):
     try:
         for using, rows_list in by_alias.items():
             try:
-                spool.store_many(rows_list, using)
+                store.store_many(rows_list, using)
             except Exception:  # pragma: no cover -- store_many() reports and spools
                 logger.exception("The call log writer could not write %d envelopes", len(rows_list))
     finally:

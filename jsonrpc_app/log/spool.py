@@ -1,26 +1,20 @@
 """
-The call log's spool: where an envelope goes when the log database cannot
-take it, and how it reaches the log later, exactly once.
+The call log's spool: the files an envelope's rows go to when the log
+database cannot take them (see jsonrpc_app.log.store, which decides that),
+and their replay into the log, exactly once.
 
-``store()`` writes one envelope and its calls in one transaction. When that
-fails (connection refused, database restarting, lock timeout...), the rows
-are appended to this process's spool file instead -- one JSON line per
-envelope, fsync'd before the caller gets its answer -- and the database
-connection is closed so that the next write opens a fresh one. For
-``SPOOL_RETRY_DELAY`` seconds after a connection failure, envelopes go
-straight to the spool without trying the database, so clients never wait on
-a database that is down.
-
-``flush()`` replays the spool: after the next successful write (by a
-background thread, every ``SPOOL_FLUSH_INTERVAL`` seconds while anything is
-pending) and from ``manage.py jsonrpc_flush_spool``. Each envelope carries
+``append_line()`` appends one JSON line per envelope (``serialize()``) to
+this process's spool file, fsync'd before the caller gets its answer.
+``replay()`` writes every spooled envelope to the log database through
+jsonrpc_app.log.sql, the same INSERTs as the live log. Each envelope carries
 its unique ``uid``; replay skips uids already in the log, so a process that
 dies between inserting and deleting a spool file causes no duplicates.
+``status()`` says what waits, for the admin and the flush command.
 
 Files in ``SPOOL_DIR``:
 
 - ``<host>-<pid>-<token>.jsonl``: the file a process appends to;
-- ``<...>.<token>.replay``: a file claimed (renamed) by a flush; a flush
+- ``<...>.<token>.replay``: a file claimed (renamed) by a replay; a replay
   that dies leaves it for the next one;
 - ``<...>.rejected``: lines the database refused for a reason other than
   being unreachable (or torn lines of a process that died mid-write), kept
@@ -36,24 +30,16 @@ import os
 import socket
 import tempfile
 import threading
-import time
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
-from django.db import (
-    DatabaseError,
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    connections,
-    models,
-    transaction,
-)
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, models, transaction
 
-from . import escaping
-from .conf import jsonrpc_settings
+from ..conf import jsonrpc_settings
+from ..models import Call, Envelope
+from .rows import LogRows
+from .sql import insert_many
 
 logger = logging.getLogger("jsonrpc_app")
 
@@ -78,18 +64,12 @@ def spool_dir():
 
 
 class _ProcessState:
-    """Spool state of one process (reset in a forked child)."""
+    """The spool file of one process (a forked child appends to one of its own)."""
 
     def __init__(self):
         self.pid = os.getpid()
         self.name = "%s-%d-%s" % (socket.gethostname(), self.pid, uuid.uuid4().hex[:8])
         self.lock = threading.Lock()
-        self.retry_at = {}
-        self.pending = None  # None: the directory was not looked at yet
-        self.failing = set()
-        self.thread = None
-        self.stopping = False
-        self.wake = threading.Event()
 
 
 _state = _ProcessState()
@@ -102,143 +82,12 @@ def _current():
     return _state
 
 
-# -- writing ---------------------------------------------------------------
+def file_name():
+    """Return the name (without its suffix) of this process's spool file."""
+    return _current().name
 
 
-def store(rows, using=None):
-    """
-    Write ``rows`` (a recorder.LogRows) to the log database ``using``
-    (LOG_DATABASE), or spool them; return the saved Envelope, or None when
-    the rows went to the spool.
-    """
-    if using is None:
-        using = jsonrpc_settings.LOG_DATABASE
-    _make_storable(rows)
-    return _store(rows, using)
-
-
-def _make_storable(rows):
-    escaping.make_storable(rows.envelope)
-    if getattr(rows, "calls_storable", False):
-        return  # build_rows() saw from the bodies that no call value needs escaping
-    for call in rows.calls:
-        escaping.make_storable(call)
-
-
-def _store(rows, using):
-    """store() of rows already made storable."""
-    from . import recorder
-
-    state = _current()
-    envelope, calls = rows.envelope, rows.calls
-    if state.pending is None:
-        state.pending = _has_files(spool_dir())
-    retry_at = state.retry_at.get(using)
-    if retry_at is not None and time.monotonic() < retry_at:
-        _spool(rows, using, "the database failed less than SPOOL_RETRY_DELAY ago")
-        return None
-    try:
-        with _db_values(calls, connections[using]):
-            recorder.write_rows(rows, using)
-    except Exception as exc:
-        if using not in state.failing or not isinstance(exc, UNREACHABLE):
-            # The first failure of an outage, and every one that is about
-            # what was sent: at ERROR, with the (redacted) envelope.
-            recorder.report_failure(rows)
-        _failed(using, exc)
-        _spool(rows, using, exc)
-        return None
-    _succeeded(using, retry_at)
-    return envelope
-
-
-def store_many(rows_list, using=None):
-    """
-    Write the rows of several envelopes (recorder.LogRows) to the log
-    database ``using`` (LOG_DATABASE) in one transaction; return their saved
-    Envelopes, or None for each that went to the spool.
-
-    When that transaction fails, or cannot be used (the database failed
-    less than SPOOL_RETRY_DELAY ago, a transaction of the caller's is open),
-    each envelope is stored on its own as store() does: one refused row
-    costs no other envelope its place in the log, and an outage spools them
-    all the way store() does.
-    """
-    from . import recorder
-
-    if using is None:
-        using = jsonrpc_settings.LOG_DATABASE
-    state = _current()
-    for rows in rows_list:
-        _make_storable(rows)
-    retry_at = state.retry_at.get(using)
-    if len(rows_list) < 2 or (retry_at is not None and time.monotonic() < retry_at):
-        return [_store(rows, using) for rows in rows_list]
-    if state.pending is None:
-        state.pending = _has_files(spool_dir())
-    try:
-        # write_many() refuses to run inside a transaction of the caller's.
-        with _db_values([c for rows in rows_list for c in rows.calls], connections[using]):
-            recorder.write_many(rows_list, using)
-    except Exception:
-        # Rolled back: nothing of the group is in the log.
-        for rows in rows_list:
-            rows.envelope.pk = None
-            rows.envelope._state.adding = True
-        return [_store(rows, using) for rows in rows_list]
-    _succeeded(using, retry_at)
-    return [rows.envelope for rows in rows_list]
-
-
-def _succeeded(using, retry_at):
-    """Note a successful write: the end of an outage, and a spool to replay."""
-    state = _current()
-    if retry_at is not None or using in state.failing:
-        state.retry_at.pop(using, None)
-        state.failing.discard(using)
-        logger.warning("The call log database %r accepts writes again.", using)
-    if state.pending:
-        _schedule_flush(using)
-
-
-def _failed(using, exc):
-    """
-    Note a failed write and leave the connection usable for the next one:
-    a connection that failed to open or broke is closed, and for
-    SPOOL_RETRY_DELAY seconds envelopes go straight to the spool.
-    """
-    state = _current()
-    if using not in state.failing:
-        state.failing.add(using)
-        logger.warning(
-            "The call log database %r cannot be written (%s: %s); envelopes go to the spool in %s.",
-            using,
-            type(exc).__name__,
-            str(exc).strip()[:500],
-            spool_dir(),
-        )
-    try:
-        conn = connections[using]
-    except Exception:
-        return
-    if conn.in_atomic_block or (conn.connection is not None and not conn.autocommit):
-        # The caller's transaction owns this connection; it deals with the error.
-        return
-    if conn.connection is None:
-        unreachable = isinstance(exc, UNREACHABLE)  # could not connect
-    else:
-        try:
-            unreachable = not conn.is_usable()
-        except Exception:
-            unreachable = True
-        if unreachable:
-            try:
-                conn.close()
-            except Exception:
-                pass  # close() forgets the connection even when closing it fails
-    delay = jsonrpc_settings.SPOOL_RETRY_DELAY
-    if unreachable and delay:
-        state.retry_at[using] = time.monotonic() + delay
+# -- the lines of a spool file ----------------------------------------------
 
 
 def _jsonable(value):
@@ -272,22 +121,6 @@ def serialize(envelope, calls, using, reason):
         json.dumps(record, ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=str)
         + "\n"
     ).encode("ascii")
-
-
-def _spool(rows, using, reason):
-    state = _current()
-    try:
-        line = serialize(rows.envelope, rows.calls, using, reason)
-        append_line(spool_dir(), state.name, line)
-    except Exception:
-        # The last resort: the envelope's content in the log output.
-        from . import recorder
-
-        recorder.report_failure(rows)
-        return
-    state.pending = True
-    if jsonrpc_settings.SPOOL_FLUSH_INTERVAL:
-        _start_flusher()
 
 
 def append_line(directory, name, line):
@@ -327,64 +160,6 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
-# -- writing rows (live and replay) -------------------------------------------
-
-
-@contextmanager
-def _db_values(instances, connection):
-    """Hand JSON values to ``connection`` in a form it reads back unchanged."""
-    swapped = []
-    if connection.vendor == "postgresql":
-        for obj in instances:
-            for attname in _json_attnames(type(obj)):
-                value = obj.__dict__.get(attname)
-                if value is not None and type(value) in (list, dict, float):
-                    db_value = escaping.db_json(value, connection)
-                    if db_value is not value:
-                        swapped.append((obj, attname, value))
-                        obj.__dict__[attname] = db_value
-    try:
-        yield
-    finally:
-        for obj, attname, value in swapped:
-            obj.__dict__[attname] = value
-
-
-_JSON_ATTNAMES = {}
-
-
-def _json_attnames(model):
-    try:
-        return _JSON_ATTNAMES[model]
-    except KeyError:
-        names = _JSON_ATTNAMES[model] = tuple(
-            f.attname for f in model._meta.concrete_fields if isinstance(f, models.JSONField)
-        )
-        return names
-
-
-def _insert(items, using):
-    """Insert (envelope, calls) pairs; the caller holds the transaction."""
-    from .models import Call, Envelope
-
-    connection = connections[using]
-    envelopes = [envelope for envelope, _calls in items]
-    calls = []
-    for envelope, envelope_calls in items:
-        calls.extend(envelope_calls)
-    with _db_values(calls, connection):
-        if len(envelopes) > 1 and connection.features.can_return_rows_from_bulk_insert:
-            Envelope.objects.using(using).bulk_create(envelopes)
-        else:
-            for envelope in envelopes:
-                envelope.save(using=using, force_insert=True)
-        for envelope, envelope_calls in items:
-            for call in envelope_calls:
-                call.envelope = envelope
-        if calls:
-            Call.objects.using(using).bulk_create(calls)
-
-
 # -- replay -------------------------------------------------------------------
 
 
@@ -411,7 +186,8 @@ class FlushResult:
         )
 
 
-def _has_files(directory):
+def has_files(directory):
+    """Return True when ``directory`` holds spool files to replay."""
     try:
         with os.scandir(directory) as entries:
             return any(e.name.endswith((ACTIVE, CLAIMED)) for e in entries)
@@ -419,16 +195,14 @@ def _has_files(directory):
         return False
 
 
-def flush(using=None, directory=None):
+def replay(using, directory=None):
     """
     Replay every spooled envelope of ``directory`` (SPOOL_DIR) into the log
-    database ``using`` (LOG_DATABASE) exactly once; return a FlushResult.
+    database ``using`` exactly once; return a FlushResult.
 
     Stops at the first error that says the database cannot be reached (in
     ``result.error``); what was not written stays in the spool.
     """
-    if using is None:
-        using = jsonrpc_settings.LOG_DATABASE
     directory = Path(directory) if directory is not None else spool_dir()
     result = FlushResult(directory)
     if not directory.is_dir():
@@ -440,11 +214,7 @@ def flush(using=None, directory=None):
             _replay_file(path, using, result)
         except UNREACHABLE as exc:
             result.error = exc
-            _failed(using, exc)
             break
-    state = _current()
-    if result.error is None and result.busy == 0:
-        state.pending = _has_files(directory)
     return result
 
 
@@ -536,8 +306,6 @@ def _instance(model, data, skip=()):
 
 
 def _parse(line):
-    from .models import Call, Envelope
-
     record = json.loads(line)
     if record.get("v") != FORMAT_VERSION:
         raise ValueError("unknown spool format %r" % record.get("v"))
@@ -566,8 +334,6 @@ def _reject(path, rejected, result):
 
 def _fix_references(items, using):
     """Null foreign keys (with a database constraint) whose rows are gone."""
-    from .models import Call, Envelope
-
     for model, objects in (
         (Envelope, [i.envelope for i in items]),
         (Call, [c for i in items for c in i.calls]),
@@ -586,8 +352,6 @@ def _fix_references(items, using):
 
 
 def _replay_chunk(items, using, result, rejected):
-    from .models import Envelope
-
     manager = Envelope.objects.using(using)
     try:
         with transaction.atomic(using=using):
@@ -598,7 +362,7 @@ def _replay_chunk(items, using, result, rejected):
                     seen.add(item.uid)
                     todo.append(item)
             _fix_references(todo, using)
-            _insert([(i.envelope, i.calls) for i in todo], using)
+            insert_many([LogRows(i.envelope, i.calls) for i in todo], using)
     except UNREACHABLE:
         raise
     except DatabaseError:
@@ -616,7 +380,7 @@ def _replay_chunk(items, using, result, rejected):
                     result.present += 1
                     continue
                 _fix_references([item], using)
-                _insert([(item.envelope, item.calls)], using)
+                insert_many([LogRows(item.envelope, item.calls)], using)
         except UNREACHABLE:
             raise
         except IntegrityError as exc:
@@ -628,70 +392,6 @@ def _replay_chunk(items, using, result, rejected):
             rejected.append((item.line, exc))
         else:
             result.written += 1
-
-
-# -- background flush -----------------------------------------------------------
-
-
-def _schedule_flush(using):
-    if jsonrpc_settings.SPOOL_FLUSH_INTERVAL:
-        _start_flusher()
-        _current().wake.set()
-        return
-    try:
-        result = flush(using)
-    except Exception:
-        logger.exception("Could not replay the call log spool")
-        return
-    if result.written or result.rejected:
-        logger.warning("Call log spool replayed: %r", result)
-
-
-def _start_flusher():
-    state = _current()
-    if state.thread is not None and state.thread.is_alive():
-        return
-    with state.lock:
-        if state.thread is not None and state.thread.is_alive():
-            return
-        state.thread = threading.Thread(
-            target=_flusher, args=(state,), name="jsonrpc-spool-flush", daemon=True
-        )
-        state.thread.start()
-
-
-def stop_flusher(timeout=30):
-    """Stop this process's background flush thread (it starts again when needed)."""
-    state = _current()
-    thread = state.thread
-    if thread is None:
-        return
-    state.stopping = True
-    state.wake.set()
-    thread.join(timeout)
-    state.thread = None
-    state.stopping = False
-
-
-def _flusher(state):
-    """Replay the spool while it holds anything; then wait to be woken."""
-    while True:
-        interval = jsonrpc_settings.SPOOL_FLUSH_INTERVAL or 5.0
-        state.wake.wait(interval)
-        state.wake.clear()
-        if state.stopping or state is not _current():
-            return
-        try:
-            if not _has_files(spool_dir()):
-                state.pending = False
-                continue
-            result = flush()
-            if result.written or result.rejected:
-                logger.warning("Call log spool replayed: %r", result)
-        except Exception:
-            logger.exception("Could not replay the call log spool")
-        finally:
-            connections.close_all()
 
 
 # -- what an operator sees -------------------------------------------------------

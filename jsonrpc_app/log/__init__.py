@@ -1,0 +1,97 @@
+"""
+The call log's writing side: the only code that writes ``Envelope`` and ``Call``.
+
+``record()`` is what callers use (the service, for the HTTP view, the
+admin's try-it and replay, the CLI). Its steps, one module each, imports
+pointing down this list:
+
+- ``writer``: the background writer thread (``LOG_WRITER = "background"``),
+  which ``record()`` hands the rows of HTTP envelopes to;
+- ``store``: write now, or append to the spool when the database cannot
+  take the rows, and replay the spool later;
+- ``spool``: the spool's files and their replay;
+- ``sql``: the INSERT statements, the one way rows get into the database;
+- ``rows``: building the rows (``build_rows()``): policy, redaction
+  (``rows.REDACTED``), truncation, values stored the way the response wrote them;
+- ``escaping``: how values a database cannot hold are stored.
+
+Nothing here raises to the caller, and the client's answer stays what it
+was: rows the database cannot take go to the spool and reach the log later;
+a failure to build the rows, or to write them anywhere, is reported on the
+``jsonrpc_app`` logger at ERROR with the (redacted) envelope.
+
+``install()`` connects the receivers and exit hooks the log needs; the
+app's ``AppConfig.ready()`` calls it.
+"""
+
+import atexit
+import logging
+
+from django.core.signals import request_finished
+
+from ..conf import jsonrpc_settings
+from . import store, writer
+from .rows import build_rows
+from .sql import write_uncommitted
+
+logger = logging.getLogger("jsonrpc_app")
+
+_installed = False
+
+
+def install():
+    """
+    Connect the call log's hooks, once per process: write again, when a
+    request has finished, what a caller's transaction did not commit
+    (sql.write_uncommitted), and write what the background writer holds
+    when the interpreter exits (writer.flush_at_exit).
+    """
+    global _installed
+    request_finished.connect(write_uncommitted, dispatch_uid="jsonrpc_app.log.write_uncommitted")
+    if not _installed:
+        _installed = True
+        atexit.register(writer.flush_at_exit)
+
+
+def record(context, records, *, request_body=b"", response_body=b"", http_status=200,
+           duration=0.0, envelope=None, remote_addr=None, user_agent=""):
+    """
+    Log one envelope and its calls as the policy says; return the Envelope.
+
+    Return None when nothing was logged (policy, opt-out), the log could
+    not be written, or the envelope was queued for the background writer
+    (not saved yet); never raise.
+    """
+    if records is None or jsonrpc_settings.LOG_POLICY == "none":
+        return None
+    try:
+        rows = build_rows(
+            context,
+            records,
+            request_body=request_body,
+            response_body=response_body,
+            http_status=http_status,
+            duration=duration,
+            envelope=envelope,
+            remote_addr=remote_addr,
+            user_agent=user_agent,
+        )
+    except Exception:
+        # Only what cannot leak a secret: the caller and the method names.
+        logger.error(
+            "Could not build the JSON-RPC call log for an envelope from %s (methods: %s)",
+            getattr(context, "source", "?"),
+            ", ".join(str(getattr(r, "method", None)) for r in records[:50]),
+            exc_info=True,
+        )
+        return None
+    if rows is None:
+        return None
+    if jsonrpc_settings.LOG_WRITER == "background" and context.source == "http":
+        # Written later by this process's writer thread (log.writer); not
+        # saved yet, so there is no Envelope to return. The admin's try-it
+        # and replay, and the CLI, link to the row they wrote: written now.
+        writer.submit(rows)
+        return None
+    # Written, or spooled when the database cannot take it (log.store).
+    return store.store(rows)

@@ -1,0 +1,548 @@
+"""
+Building the call log's rows: what dispatch returned, made into the unsaved
+``Envelope`` and ``Call`` instances of one envelope (a ``LogRows``). No
+database work happens here; jsonrpc_app.log.sql writes the rows.
+
+``build_rows()`` applies the policy (``all`` / ``errors`` / ``none`` and
+``@rpc_method(log=False)``), redacts sensitive values (as ``REDACTED``),
+stores values that JSON cannot hold natively the way the response wrote
+them, and truncates what is larger than ``LOG_MAX_VALUE_BYTES`` (as an
+object with ``TRUNCATED_KEY``). ``report_failure()`` says, on the
+``jsonrpc_app`` logger at ERROR, that rows could not be written anywhere.
+"""
+
+import datetime
+import ipaddress
+import logging
+import re
+import threading
+import weakref
+
+from django.db.models.base import ModelState
+from django.utils import timezone
+
+from .. import protocol
+from ..conf import jsonrpc_settings
+from ..encoding import json_default
+from ..models import Call, Envelope, Outcome, uuid7
+from .escaping import escape_body
+
+logger = logging.getLogger("jsonrpc_app")
+
+REDACTED = "********"
+# The key of the object that stands in for a JSON value too large to store.
+TRUNCATED_KEY = "__truncated__"
+_SCALARS = (type(None), bool, int, float)
+_INT32 = (-(2**31), 2**31 - 1)
+# How much of an envelope the ERROR message of a failed write shows.
+_FAILURE_DETAIL_CHARS = 16 * 1024
+
+
+class LogRows:
+    """
+    The rows of one envelope, built and not yet written.
+
+    ``calls_storable`` is True when build_rows() could tell that no value of
+    the calls needs escaping.make_storable() (see _calls_are_storable()).
+    """
+
+    __slots__ = ("envelope", "calls", "calls_storable")
+
+    def __init__(self, envelope, calls, calls_storable=False):
+        self.envelope = envelope
+        self.calls = calls
+        self.calls_storable = calls_storable
+
+    def as_dict(self):
+        """Return the rows as JSON-able data (for messages and spools)."""
+        return {
+            "envelope": _row_dict(self.envelope),
+            "calls": [_row_dict(c) for c in self.calls],
+        }
+
+
+def _row_dict(obj):
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+def report_failure(rows):
+    """Log, at ERROR, that ``rows`` could not be written, with their content."""
+    try:
+        detail = protocol.dumps(rows.as_dict(), default=str).decode("utf-8", "replace")
+    except Exception:  # pragma: no cover -- default=str makes every value writable
+        detail = repr(rows.as_dict())
+    if len(detail) > _FAILURE_DETAIL_CHARS:
+        detail = detail[:_FAILURE_DETAIL_CHARS] + "... [%d characters in total]" % len(detail)
+    logger.error(
+        "Could not write the JSON-RPC call log to database %r; the envelope was: %s",
+        jsonrpc_settings.LOG_DATABASE,
+        detail,
+        exc_info=True,
+    )
+
+
+# -- building rows -----------------------------------------------------------
+
+
+def build_rows(context, records, *, request_body=b"", response_body=b"", http_status=200,
+               duration=0.0, envelope=None, remote_addr=None, user_agent=""):
+    """Return the LogRows of one envelope, or None when the policy logs nothing of it."""
+    policy = jsonrpc_settings.LOG_POLICY
+    if policy == "none":
+        return None
+    envelope_error = envelope.error if envelope is not None else None
+    logged = [r for r in records if r.log]
+    opted_out = len(logged) != len(records)
+    if opted_out and not logged and envelope_error is None:
+        return None  # every call is of a method that is not logged
+    if policy == "errors":
+        logged = [r for r in logged if r.error is not None]
+        if not logged and envelope_error is None:
+            return None
+
+    limit = jsonrpc_settings.LOG_MAX_VALUE_BYTES
+    keys = _sensitive_keys()
+    request_text = _text(request_body)
+    response_text = _text(response_body)
+    request_may_hold_keys = _may_hold_keys(request_text, keys)
+    # Params are parts of the body: when it is small, so is each of them.
+    request_small = limit is None or len(request_text.encode("utf-8", "surrogatepass")) <= limit
+
+    user = context.user
+    if getattr(user, "is_authenticated", False):
+        user_id = user.pk
+        username = user.get_username()[:150]
+    else:
+        user_id = None
+        username = ""
+    source = context.source
+    received = timezone.now() - datetime.timedelta(seconds=duration)
+
+    calls = []
+    redacted_request = {}  # index in the batch -> params as redacted
+    specs = {}  # method name -> its _ParamSpec (or None), looked up once per envelope
+    ok, failed = Outcome.OK, Outcome.ERROR
+    for r in logged:
+        params = r.params
+        if params is not None:
+            params, changed = _redact_params(context, r, params, keys, request_may_hold_keys, specs)
+            if changed:
+                redacted_request[r.index] = params
+            if not request_small:
+                params = _cap_json(params, limit)
+        error = r.error
+        if error is None:
+            result = r.result
+            if type(result) not in _SCALARS:
+                result = _stored_json(result, limit, keys)
+            error_code = None
+            error_message = ""
+            error_data = None
+        else:
+            result = None
+            error_code = _int32(error.get("code"))
+            error_message = _cap_text(str(error.get("message", "")), limit)
+            error_data = _stored_json(error.get("data"), limit, keys)
+        method = r.method
+        traceback = r.traceback
+        call = _new_instance(Call)
+        # Every column of Call, set without Model.__init__ (a test pins that none is missing).
+        call.__dict__ = {
+            "_state": ModelState(),
+            "id": None,
+            "envelope_id": None,
+            "position": r.index,
+            "created_at": received,
+            "method": method[:255] if method else "",
+            "request_id": r.id,
+            "is_notification": r.is_notification,
+            "params": params,
+            "result": result,
+            "outcome": ok if error is None else failed,
+            "error_code": error_code,
+            "error_message": error_message,
+            "error_data": error_data,
+            "traceback": _cap_text(traceback, limit) if traceback else "",
+            "duration_ms": r.duration * 1000.0,
+            "user_id": user_id,
+            "username": username,
+            "source": source,
+        }
+        calls.append(call)
+
+    if redacted_request or request_may_hold_keys or opted_out:
+        request_text = _redact_request_body(request_text, records, redacted_request, keys)
+    if opted_out or _may_hold_keys(response_text, keys):
+        response_text = _redact_response_body(response_text, records, keys)
+
+    replay_of = context.replay_of
+    env = _new_instance(Envelope)
+    # Every column of Envelope, set without Model.__init__ (as for the calls).
+    env.__dict__ = {
+        "_state": ModelState(),
+        "id": None,
+        "uid": uuid7(),
+        "created_at": received,
+        "endpoint": (context.endpoint or "")[:255],
+        "source": source,
+        "is_batch": bool(envelope is not None and envelope.is_batch),
+        "request_body": _cap_text(request_text, limit),
+        "response_body": _cap_text(response_text, limit),
+        "http_status": http_status,
+        "duration_ms": duration * 1000.0,
+        "user_id": user_id,
+        "username": username,
+        "remote_addr": _ip(remote_addr),
+        "user_agent": (user_agent or "")[:512],
+        "replay_of_id": getattr(replay_of, "pk", replay_of),
+        "error_code": _int32(envelope_error.get("code")) if envelope_error else None,
+        "error_message": _cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
+        "methods": _method_summary(records),
+        "call_count": len(records),
+        "error_count": sum(1 for r in records if r.error is not None),
+    }
+    storable = request_small and _calls_are_storable(logged, request_text, response_text, username, source)
+    return LogRows(env, calls, storable)
+
+
+def _plain(text):
+    """True for text escaping.escape_text() leaves as it is without looking further."""
+    return isinstance(text, str) and text.isascii() and "\x00" not in text and "\\" not in text
+
+
+def _calls_are_storable(logged, request_text, response_text, username, source):
+    """
+    Return True when no value of the calls built from ``logged`` needs
+    escaping (NUL, lone surrogates, a backslash-u look-alike, a non-finite
+    float), told from the bodies instead of value by value: every string of a
+    call's method, id and params was read from the request body, and every
+    result and error of a call that is answered was written into the response
+    body. A body that is plain ASCII without NUL or backslash holds no string
+    that needs escaping (JSON writes those characters as backslash escapes),
+    and a response without "null" holds no NaN or infinity (written as null).
+    Notifications' results and tracebacks are in no body: any makes it False.
+    """
+    if not (_plain(request_text) and _plain(response_text) and "null" not in response_text):
+        return False
+    if not (_plain(username) and _plain(source)):
+        return False
+    for r in logged:
+        if r.is_notification or r.traceback:
+            return False
+    return True
+
+
+# An instance without Model.__init__, which costs 15-30 µs here (defaults,
+# descriptors, pre_init and post_init signals: nothing this log uses), most
+# of the cost of building a batch's rows; its columns are set directly.
+_new_instance = object.__new__
+
+
+def _method_summary(records):
+    """Return the methods called, in order, each once, within 255 characters."""
+    names = dict.fromkeys(
+        (r.method if type(r.method) is str else "(invalid)") for r in records if r.log
+    )
+    text = ", ".join(names)
+    if len(text) > 255:
+        text = text[:250].rsplit(", ", 1)[0] + ", ..."
+    return text
+
+
+def _text(value):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        # Bad UTF-8 and NUL as \xHH escapes (see jsonrpc_app.log.escaping).
+        return escape_body(bytes(value))
+    return value or ""
+
+
+def _ip(value):
+    if not value:
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
+
+
+def _int32(value):
+    if type(value) is int and _INT32[0] <= value <= _INT32[1]:
+        return value
+    return None
+
+
+def _stored_json(value, limit, keys):
+    """
+    Return a result (or error data) as it is logged: as the JSON the response
+    wrote it as, with sensitive keys redacted, capped at ``limit`` bytes.
+    """
+    if type(value) in _SCALARS:
+        return value
+    if type(value) is str:
+        return _cap_json(value, limit)
+    try:
+        data = protocol.dumps(value, json_default)
+    except (TypeError, ValueError):
+        return {"__unserializable__": _cap_text(repr(value), 1024)}
+    value = protocol.loads(data)
+    if keys and (type(value) is dict or type(value) is list):
+        value, changed = _redact(value, keys)
+        if changed:
+            data = protocol.dumps(value)
+    if limit is not None and len(data) > limit:
+        return _truncated(data, limit)
+    return value
+
+
+# -- redaction ---------------------------------------------------------------
+
+_keys_cache = (None, frozenset())
+
+
+def _sensitive_keys():
+    """Return SENSITIVE_KEYS lower-cased, as a frozenset (cached while the setting stands)."""
+    global _keys_cache
+    configured = jsonrpc_settings.SENSITIVE_KEYS
+    if _keys_cache[0] is not configured:
+        _keys_cache = (configured, frozenset(str(k).lower() for k in configured or ()))
+    return _keys_cache[1]
+
+
+def _may_hold_keys(text, keys):
+    """
+    Return False only if no key of ``keys`` can occur in the JSON ``text``.
+
+    A key is spelled in the text either literally (in any case) or with a
+    \\u escape, so a text with neither needs no walk.
+    """
+    if not keys or not text:
+        return False
+    if "\\u" in text:
+        return True
+    low = text.lower()
+    return any(k in low for k in keys)
+
+
+def _redact(value, keys):
+    """Return (redacted value, whether anything was redacted); copy only what changes."""
+    t = type(value)
+    if t is dict:
+        out = None
+        for k, v in value.items():
+            if type(k) is str and k.lower() in keys:
+                new = REDACTED
+            else:
+                t2 = type(v)
+                if t2 is not dict and t2 is not list:
+                    continue
+                new, changed = _redact(v, keys)
+                if not changed:
+                    continue
+            if out is None:
+                out = dict(value)
+            out[k] = new
+        return (value, False) if out is None else (out, True)
+    if t is list:
+        out = None
+        for i, v in enumerate(value):
+            t2 = type(v)
+            if t2 is not dict and t2 is not list:
+                continue
+            new, changed = _redact(v, keys)
+            if changed:
+                if out is None:
+                    out = list(value)
+                out[i] = new
+        return (value, False) if out is None else (out, True)
+    return value, False
+
+
+class _ParamSpec:
+    """Which params of one method are sensitive: by name and by position."""
+
+    __slots__ = ("names", "positions", "rest_from")
+
+    def __init__(self, method, keys):
+        names = {n.lower() for n in method.sensitive_params}
+        binder = method.binder
+        for p in binder.params:
+            if p.name.lower() in keys:
+                names.add(p.name.lower())
+        self.names = frozenset(names)
+        self.positions = frozenset(
+            i for i, p in enumerate(binder.positional) if p.name.lower() in names
+        )
+        # *args named as sensitive: every position past the named ones.
+        self.rest_from = None
+        for p in binder.params:
+            if p.kind is p.VAR_POSITIONAL and p.name.lower() in names:
+                self.rest_from = len(binder.positional)
+
+
+_spec_cache = weakref.WeakKeyDictionary()
+_spec_lock = threading.Lock()
+
+
+def _param_spec(context, name, keys):
+    registry = getattr(context, "registry", None)
+    method = registry.get(name) if registry is not None and type(name) is str else None
+    if method is None:
+        return None
+    cached = _spec_cache.get(method)
+    if cached is None or cached[0] is not keys:
+        spec = _ParamSpec(method, keys)
+        with _spec_lock:
+            _spec_cache[method] = (keys, spec)
+        return spec
+    return cached[1]
+
+
+def _redact_params(context, r, params, keys, may_hold_keys, specs=None):
+    """
+    Return (params as logged, whether anything was redacted); ``specs`` is a
+    dict that caches each method's _ParamSpec for the calls of one envelope.
+    """
+    changed = False
+    t = type(params)
+    if r.method is not None and (t is dict or t is list) and (r.sensitive_params or keys):
+        name = r.method
+        if specs is None:
+            spec = _param_spec(context, name, keys)
+        elif type(name) is str and name in specs:
+            spec = specs[name]
+        else:
+            spec = _param_spec(context, name, keys)
+            if type(name) is str:
+                specs[name] = spec
+        if spec is not None and spec.names:
+            if t is dict:
+                hit = [k for k in params if type(k) is str and k.lower() in spec.names]
+                if hit:
+                    params = dict(params)
+                    for k in hit:
+                        params[k] = REDACTED
+                    changed = True
+            elif spec.positions or spec.rest_from is not None:
+                rest = spec.rest_from
+                hit = [
+                    i for i in range(len(params))
+                    if i in spec.positions or (rest is not None and i >= rest)
+                ]
+                if hit:
+                    params = list(params)
+                    for i in hit:
+                        params[i] = REDACTED
+                    changed = True
+    if may_hold_keys:
+        params, deep = _redact(params, keys)
+        changed = changed or deep
+    return params, changed
+
+
+# Redacts string values of sensitive keys in a body that is not JSON.
+_KEY_VALUE_RE_CACHE = {}
+
+
+def _regex_redact(text, keys):
+    key = tuple(sorted(keys))
+    pattern = _KEY_VALUE_RE_CACHE.get(key)
+    if pattern is None:
+        alternatives = "|".join(re.escape(k) for k in key)
+        pattern = re.compile(
+            r'("(?:%s)"\s*:\s*)"(?:[^"\\]|\\.)*"' % alternatives, re.IGNORECASE
+        )
+        _KEY_VALUE_RE_CACHE[key] = pattern
+    return pattern.sub(lambda m: m.group(1) + '"%s"' % REDACTED, text)
+
+
+def _redact_request_body(text, records, redacted_params, keys):
+    """
+    Return the request body as it may be stored: sensitive values redacted,
+    elements of methods that are not logged left out, re-serialised when
+    anything changed.
+    """
+    try:
+        value = protocol.loads(text)
+    except (TypeError, ValueError):
+        return _regex_redact(text, keys) if keys else text
+    changed = False
+    skipped = {r.index for r in records if not r.log}
+    if type(value) is list:
+        kept = []
+        for i, element in enumerate(value):
+            if i in skipped:
+                changed = True
+                continue
+            if i in redacted_params and type(element) is dict and "params" in element:
+                element = dict(element, params=redacted_params[i])
+                changed = True
+            kept.append(element)
+        value = kept
+    elif type(value) is dict and 0 in redacted_params and "params" in value:
+        value = dict(value, params=redacted_params[0])
+        changed = True
+    value, deep = _redact(value, keys)
+    if not (changed or deep):
+        return text
+    return protocol.dumps(value, json_default).decode("utf-8", "backslashreplace")
+
+
+def _redact_response_body(text, records, keys):
+    """Return the response body without the answers of unlogged methods, redacted."""
+    if not text:
+        return text
+    try:
+        value = protocol.loads(text)
+    except (TypeError, ValueError):
+        return _regex_redact(text, keys) if keys else text
+    changed = False
+    if type(value) is list:
+        # Answers come in the order of the elements that get one.
+        answering = [r for r in records if not r.is_notification]
+        if len(answering) == len(value):
+            kept = [resp for r, resp in zip(answering, value) if r.log]
+            changed = len(kept) != len(value)
+            value = kept
+    value, deep = _redact(value, keys)
+    if not (changed or deep):
+        return text
+    return protocol.dumps(value, json_default).decode("utf-8", "backslashreplace")
+
+
+# -- truncation --------------------------------------------------------------
+
+
+def _cap_text(text, limit):
+    """Return ``text`` cut to ``limit`` UTF-8 bytes, with a marker saying its size."""
+    if limit is None or len(text) * 4 <= limit:
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", "ignore")
+    return "%s\n... [truncated: %d bytes in total, %d kept]" % (head, len(data), limit)
+
+
+def _cap_json(value, limit):
+    """Return ``value`` or, when its JSON is over ``limit`` bytes, a marker object."""
+    if limit is None or type(value) in _SCALARS:
+        return value
+    if type(value) is str:
+        if len(value) * 4 <= limit:
+            return value
+    try:
+        data = protocol.dumps(value, json_default)
+    except (TypeError, ValueError):
+        return value
+    if len(data) <= limit:
+        return value
+    return _truncated(data, limit)
+
+
+def _truncated(data, limit):
+    """Return the marker stored for the JSON ``data`` over ``limit`` bytes."""
+    return {
+        TRUNCATED_KEY: True,
+        "original_bytes": len(data),
+        "preview": data[:limit].decode("utf-8", "ignore"),
+    }
