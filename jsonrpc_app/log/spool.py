@@ -38,6 +38,7 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope
+from .process import PerProcess
 from .rows import LogRows
 from .sql import insert_many
 
@@ -67,19 +68,11 @@ class _ProcessState:
     """The spool file of one process (a forked child appends to one of its own)."""
 
     def __init__(self):
-        self.pid = os.getpid()
-        self.name = "%s-%d-%s" % (socket.gethostname(), self.pid, uuid.uuid4().hex[:8])
+        self.name = "%s-%d-%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8])
         self.lock = threading.Lock()
 
 
-_state = _ProcessState()
-
-
-def _current():
-    global _state
-    if _state.pid != os.getpid():
-        _state = _ProcessState()
-    return _state
+_current = PerProcess(_ProcessState).get
 
 
 def file_name():
@@ -132,13 +125,8 @@ def append_line(directory, name, line):
         while True:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                opened = os.fstat(fd)
-                try:
-                    named = os.stat(path)
-                except FileNotFoundError:
-                    named = None
-                if named is None or (named.st_ino, named.st_dev) != (opened.st_ino, opened.st_dev):
+                opened = _lock_named(fd, path)
+                if opened is None:
                     # A flush claimed (renamed) the file in between: open a new one.
                     continue
                 view = memoryview(line)
@@ -150,6 +138,19 @@ def append_line(directory, name, line):
                 return
             finally:
                 os.close(fd)
+
+
+def _lock_named(fd, path):
+    """Lock the open file ``fd``; return its stat, or None when ``path`` no longer names it."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    opened = os.fstat(fd)
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if (named.st_ino, named.st_dev) != (opened.st_ino, opened.st_dev):
+        return None
+    return opened
 
 
 def _fsync_dir(directory):
@@ -225,13 +226,8 @@ def _claim(path):
     except FileNotFoundError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        opened = os.fstat(fd)
-        try:
-            named = os.stat(path)
-        except FileNotFoundError:
-            return None
-        if (named.st_ino, named.st_dev) != (opened.st_ino, opened.st_dev) or opened.st_size == 0:
+        opened = _lock_named(fd, path)
+        if opened is None or opened.st_size == 0:
             return None
         claimed = path.with_name("%s.%s%s" % (path.name[: -len(ACTIVE)], uuid.uuid4().hex[:8], CLAIMED))
         os.rename(path, claimed)

@@ -18,7 +18,6 @@ pending) and from ``manage.py jsonrpc_flush_spool``.
 """
 
 import logging
-import os
 import threading
 import time
 
@@ -26,6 +25,7 @@ from django.db import connections
 
 from ..conf import jsonrpc_settings
 from . import escaping, spool, sql
+from .process import PerProcess
 from .rows import report_failure
 from .spool import UNREACHABLE, spool_dir
 
@@ -36,7 +36,6 @@ class _ProcessState:
     """The outage and flush state of one process (reset in a forked child)."""
 
     def __init__(self):
-        self.pid = os.getpid()
         self.lock = threading.Lock()
         self.retry_at = {}
         self.pending = None  # None: the directory was not looked at yet
@@ -46,14 +45,7 @@ class _ProcessState:
         self.wake = threading.Event()
 
 
-_state = _ProcessState()
-
-
-def _current():
-    global _state
-    if _state.pid != os.getpid():
-        _state = _ProcessState()
-    return _state
+_current = PerProcess(_ProcessState).get
 
 
 # -- writing ---------------------------------------------------------------

@@ -28,7 +28,6 @@ is killed (SIGKILL, the OOM killer) is lost: at most the last
 
 import collections
 import logging
-import os
 import threading
 import time
 
@@ -36,6 +35,7 @@ from django.db import close_old_connections, connections
 
 from ..conf import jsonrpc_settings
 from . import store
+from .process import PerProcess
 
 logger = logging.getLogger("jsonrpc_app")
 
@@ -52,7 +52,6 @@ class _ProcessState:
     """The writer of one process (a forked child starts a state of its own)."""
 
     def __init__(self):
-        self.pid = os.getpid()
         self.cond = threading.Condition(threading.Lock())
         self.items = collections.deque()  # (rows, using, submitted at)
         self.submitted = 0  # envelopes ever queued
@@ -62,15 +61,9 @@ class _ProcessState:
         self.thread = None
 
 
-_state = _ProcessState()
-
-
-def _current():
-    global _state
-    if _state.pid != os.getpid():
-        # What the parent had queued is the parent's to write.
-        _state = _ProcessState()
-    return _state
+# What the parent had queued is the parent's to write.
+_state = PerProcess(_ProcessState)
+_current = _state.get
 
 
 def submit(rows, using=None):
@@ -155,8 +148,8 @@ def stop(timeout=None):
 
 def flush_at_exit():
     """Write what is queued before the interpreter exits (an atexit hook)."""
-    state = _state
-    if state.pid != os.getpid() or state.done == state.submitted:
+    state = _state.peek()
+    if state is None or state.done == state.submitted:
         return
     if not flush(EXIT_TIMEOUT):
         logger.error(
