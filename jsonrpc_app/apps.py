@@ -10,7 +10,12 @@ class SimpleJsonRpcConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from django.core.signals import setting_changed
+
         from . import checks  # noqa: F401 -- registers the system checks
+        from .conf import reload_jsonrpc_settings
+
+        setting_changed.connect(reload_jsonrpc_settings, dispatch_uid="jsonrpc_app.conf.reload")
 
 
 class JsonRpcConfig(SimpleJsonRpcConfig):

@@ -12,8 +12,6 @@ an unknown key is reported by the system check ``jsonrpc_app.E001``.
 """
 
 from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 DEFAULTS = {
@@ -66,7 +64,7 @@ DEFAULTS = {
 IMPORT_STRINGS = {"AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES"}
 
 
-def _import(value, name):
+def _import(value):
     if value is None:
         return None
     if isinstance(value, str):
@@ -97,7 +95,7 @@ class JsonRpcSettings:
         except KeyError:
             value = self.defaults[attr]
         if attr in IMPORT_STRINGS:
-            value = _import(value, attr)
+            value = _import(value)
         self._cached.add(attr)
         setattr(self, attr, value)
         return value
@@ -113,7 +111,7 @@ class JsonRpcSettings:
 jsonrpc_settings = JsonRpcSettings(DEFAULTS)
 
 
-@receiver(setting_changed)
 def reload_jsonrpc_settings(*, setting, **kwargs):
+    """Receiver of Django's ``setting_changed`` (connected in ``AppConfig.ready()``)."""
     if setting == "JSONRPC":
         jsonrpc_settings.reload()

@@ -56,22 +56,6 @@ class CallRecord:
         self.log = True
         self.sensitive_params = ()
 
-    @property
-    def ok(self):
-        return self.error is None
-
-    @property
-    def outcome(self):
-        return "ok" if self.error is None else "error"
-
-
-def lookup(name, context):
-    """Return the Method for ``name`` or raise MethodNotFound."""
-    method = context.registry.get(name)
-    if method is None:
-        raise _METHOD_NOT_FOUND
-    return method
-
 
 class _NotFound(JsonRpcError):
     code = METHOD_NOT_FOUND

@@ -159,12 +159,6 @@ def _too_deep(value, limit):
     return False
 
 
-def _valid_id(value):
-    # str, number or null; bool is an int in Python but not a JSON number.
-    t = type(value)
-    return t is str or t is int or t is float or value is None
-
-
 _ABSENT = object()
 
 
@@ -177,7 +171,7 @@ def _check(index, value):
         id = None
         is_notification = True
     else:
-        # str, number or null (_valid_id, inlined: this runs for every call).
+        # str, number or null; bool is an int in Python but not a JSON number.
         t = type(id)
         if not (t is str or t is int or t is float or id is None):
             return InvalidItem(index, None, INVALID_REQUEST_OBJECT, value)
@@ -257,10 +251,6 @@ def parse(body, max_batch=None, max_depth=None):
             items = [_check(i, item) for i, item in enumerate(value)]
         return Envelope(True, items)
     return Envelope(False, [_check(0, value)])
-
-
-def result_response(id, result):
-    return {"jsonrpc": VERSION, "result": result, "id": id}
 
 
 def error_response(id, error):

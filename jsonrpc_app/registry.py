@@ -143,9 +143,6 @@ class MethodRegistry:
         """Return the Method called ``name``, or None."""
         return self._registry.get(name)
 
-    def is_registered(self, name):
-        return name in self._registry
-
     def __contains__(self, name):
         return name in self._registry
 

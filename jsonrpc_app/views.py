@@ -41,10 +41,6 @@ class _BodyIgnored(BaseParser):
 
 _PARSERS = (_BodyIgnored(),)
 
-# Kept importable from here: the HTTP layer encodes through the shared service.
-encode = service.encode
-
-
 def _error_body(error):
     return protocol.dumps(protocol.error_response(None, error))
 
