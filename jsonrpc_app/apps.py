@@ -14,8 +14,12 @@ class SimpleJsonRpcConfig(AppConfig):
 
         from . import checks  # noqa: F401 -- registers the system checks
         from .conf import reload_jsonrpc_settings
+        from .openrpc import discover_method
+        from .registry import MethodRegistry
 
         setting_changed.connect(reload_jsonrpc_settings, dispatch_uid="jsonrpc_app.conf.reload")
+        # Every registry answers rpc.discover with its OpenRPC document.
+        MethodRegistry.add_builtin(discover_method())
 
 
 class JsonRpcConfig(SimpleJsonRpcConfig):

@@ -45,23 +45,6 @@ def check_settings(app_configs=None, **kwargs):
 
 
 @register(Tags.compatibility)
-def check_method_names(app_configs=None, **kwargs):
-    errors = []
-    for registry in list(all_registries):
-        for name, existing, refused in registry.conflicts:
-            errors.append(
-                Error(
-                    "JSON-RPC method name %r is registered twice in registry %r: by %s and by %s."
-                    % (name, registry.name, existing.qualname, refused.qualname),
-                    hint="Give one of them another name with @rpc_method(name=...).",
-                    obj=refused.func,
-                    id="jsonrpc_app.E002",
-                )
-            )
-    return errors
-
-
-@register(Tags.compatibility)
 def check_call_log_settings(app_configs=None, **kwargs):
     """The call log's settings: its database alias, router, redaction keys and size cap."""
     from django.db import router
