@@ -12,7 +12,7 @@ which is what the log records.
 
 import time
 
-from . import dispatch, protocol
+from . import dispatch, protocol, recorder
 from .conf import jsonrpc_settings
 from .encoding import json_default
 from .exceptions import InvalidRequest, JsonRpcError
@@ -126,8 +126,6 @@ def answer(
         content, status = encode(response, records), 200
     row = None
     if context.log:
-        from . import recorder
-
         row = recorder.record(
             context,
             records,

@@ -7,11 +7,14 @@ The body is read as bytes and handed to ``protocol.parse``; DRF's parsers
 never see it, so bad JSON is answered as JSON-RPC says, not as DRF does.
 """
 
+from __future__ import annotations
+
 import time
+from typing import Any, ClassVar
 
 from django.conf import settings as django_settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
@@ -176,42 +179,42 @@ class JsonRpcView(View):
     of the same name, then DRF's default.
     """
 
-    http_method_names = ["post"]
-    registry = None
-    authentication_classes = None
-    permission_classes = None
-    throttle_classes = None
-    source = "http"
+    http_method_names: ClassVar[list[str]] = ["post"]
+    registry: MethodRegistry | None = None
+    authentication_classes: list[type] | tuple[type, ...] | None = None
+    permission_classes: list[type] | tuple[type, ...] | None = None
+    throttle_classes: list[type] | tuple[type, ...] | None = None
+    source: str = "http"
 
     @classmethod
-    def as_view(cls, **initkwargs):
+    def as_view(cls, **initkwargs: Any):
         # Exempt the view function, as DRF's APIView does (the endpoint's own
         # SessionAuthentication enforces CSRF); a method_decorator on dispatch
         # would wrap it again on every request.
         return csrf_exempt(super().as_view(**initkwargs))
 
-    def get_registry(self):
+    def get_registry(self) -> MethodRegistry:
         if self.registry is None:
             return default_registry
         return self.registry
 
-    def get_authenticators(self):
+    def get_authenticators(self) -> list[Any]:
         classes = _configured(
             self.authentication_classes, "AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES"
         )
         return [auth() for auth in classes]
 
-    def get_permissions(self):
+    def get_permissions(self) -> list[Any]:
         classes = _configured(
             self.permission_classes, "PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES"
         )
         return [permission() for permission in classes if permission is not AllowAny]
 
-    def get_throttles(self):
+    def get_throttles(self) -> list[Any]:
         classes = _configured(self.throttle_classes, "THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES")
         return [throttle() for throttle in classes]
 
-    def check_endpoint(self, request):
+    def check_endpoint(self, request: Request) -> None:
         """Authenticate, then apply the endpoint's permissions and throttles (as DRF's initial())."""
         # Authenticate now, as DRF's perform_authentication() does: bad
         # credentials (or a session without its CSRF token) fail the envelope.
@@ -230,7 +233,7 @@ class JsonRpcView(View):
         if throttles:
             check_throttles(throttles, request, self)
 
-    def endpoint_error(self, request) -> JsonRpcError | None:
+    def endpoint_error(self, request: Request) -> JsonRpcError | None:
         """Return the JsonRpcError that refuses ``request`` (a DRF Request) at the endpoint, or None."""
         try:
             self.check_endpoint(request)
@@ -238,7 +241,7 @@ class JsonRpcView(View):
             return to_error(exc)
         return None
 
-    def post(self, request, *args, **kwargs):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         start = _perf()
         settings = jsonrpc_settings
         body, error = read_body(request, body_limit())
@@ -274,7 +277,7 @@ class JsonRpcView(View):
                 http["Retry-After"] = "%d" % error.wait
         return http
 
-    def dispatch(self, request, *args, **kwargs):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return super().dispatch(request, *args, **kwargs)
         except Exception as exc:
@@ -303,7 +306,7 @@ class OpenRpcDocumentView(JsonRpcView):
 
     http_method_names = ["get", "head", "options"]
 
-    def get(self, request, *args, **kwargs):
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         drf_request = wrap_request(request, self.get_authenticators())
         error = self.endpoint_error(drf_request)
         if error is not None:

@@ -272,9 +272,9 @@ def test_in_a_batch_only_the_denied_calls_fail_and_each_is_logged(client, alice)
 
 def test_denied_notification_runs_nothing_and_is_logged(client):
     assert post(client, "/secure/", {"jsonrpc": "2.0", "method": "secure.login"}) is None
-    call = Call.objects.get()
-    assert call.outcome == "error"
-    assert call.error_code == AuthenticationRequired.code
+    logged = Call.objects.get()
+    assert logged.outcome == "error"
+    assert logged.error_code == AuthenticationRequired.code
 
 
 def test_per_method_checks_apply_to_callers_without_a_request(alice):
@@ -372,3 +372,42 @@ def test_view_arguments_win_over_the_jsonrpc_setting(client, settings):
     # /secure/token/ sets TokenAuthentication itself; the empty setting does not apply.
     answer = post(client, "/secure/token/", req("public.echo", [1]), HTTP_AUTHORIZATION="Token nope")
     assert answer["error"] == {"code": AuthenticationRequired.code, "message": "Invalid token."}
+
+
+# -- exceptions.to_error: the one translator --------------------------------------------
+
+
+def test_to_error_maps_drf_and_django_exceptions_to_their_classes_and_statuses():
+    from django.core import exceptions as django_exceptions
+    from rest_framework import exceptions as drf_exceptions
+
+    from jsonrpc_app.exceptions import InvalidParams, InvalidRequest, Throttled, to_error
+
+    throttled = to_error(drf_exceptions.Throttled(2.1))
+    assert (type(throttled), throttled.wait, throttled.http_status) == (Throttled, 3, 429)
+    assert throttled.as_dict() == {"code": -32029, "message": "Request was throttled", "data": {"wait": 3}}
+    unauthenticated = to_error(drf_exceptions.NotAuthenticated())
+    assert (type(unauthenticated), unauthenticated.http_status) == (AuthenticationRequired, 401)
+    assert unauthenticated.message == "Authentication credentials were not provided."
+    denied = to_error(django_exceptions.PermissionDenied("internal detail"))
+    assert denied.as_dict() == {"code": -32003, "message": "Permission denied"}
+    assert denied.http_status == 403
+    assert type(to_error(drf_exceptions.ValidationError({"a": ["bad"]}))) is InvalidParams
+    assert type(to_error(django_exceptions.SuspiciousOperation("x"))) is InvalidRequest
+    own = MethodDisabled()
+    assert to_error(own) is own and own.traceback is None
+
+
+def test_to_error_answers_anything_else_as_an_internal_error_with_its_traceback(settings):
+    from jsonrpc_app.exceptions import InternalError, to_error
+
+    try:
+        raise ValueError("secret detail")
+    except ValueError as exc:
+        error = to_error(exc, "some.method")
+    assert type(error) is InternalError
+    assert error.as_dict() == {"code": -32603, "message": "Internal error"}
+    assert "ValueError: secret detail" in error.traceback
+    settings.JSONRPC = {"EXPOSE_EXCEPTIONS": True}
+    exposed = to_error(ValueError("shown"))
+    assert exposed.data["type"] == "ValueError" and exposed.data["message"] == "shown"

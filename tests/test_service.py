@@ -76,7 +76,7 @@ def test_answer_applies_the_body_size_limit(settings):
     settings.JSONRPC = {"MAX_BODY_SIZE": 10}
     answer = service.answer(b'{"jsonrpc": "2.0", "method": "echo", "id": 1}', CallContext(user=AnonymousUser()))
     assert answer.response["error"]["code"] == -32600
-    assert "over the limit of 10" in answer.response["error"]["data"]
+    assert answer.response["error"]["data"] == "request body of 45 bytes is over the limit of 10 bytes"
 
 
 def test_answer_without_log_writes_nothing():
