@@ -13,6 +13,7 @@ import time
 from typing import Any, ClassVar
 
 from django.conf import settings as django_settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.views import View
@@ -258,7 +259,7 @@ class JsonRpcView(View):
         if error is not None:
             # Log whoever authentication established (a throttled user), else
             # anonymous; never authenticate again just to write the log.
-            context.user = drf_request.__dict__.get("_user") or _anonymous()
+            context.user = drf_request.__dict__.get("_user") or AnonymousUser()
         answer = service.answer(
             body,
             context,
@@ -290,12 +291,6 @@ class JsonRpcView(View):
         response = super().http_method_not_allowed(request, *args, **kwargs)
         response["Allow"] = "POST"
         return response
-
-
-def _anonymous():
-    from django.contrib.auth.models import AnonymousUser
-
-    return AnonymousUser()
 
 
 class OpenRpcDocumentView(JsonRpcView):
