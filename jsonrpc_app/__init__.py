@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-def autodiscover():
+def autodiscover() -> None:
     """Import the ``rpc_methods`` module of every installed app."""
     from django.utils.module_loading import autodiscover_modules
 

@@ -10,9 +10,18 @@ class SimpleJsonRpcConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from django.core.signals import setting_changed
+
         from . import checks  # noqa: F401 -- registers the system checks
         from . import log
+        from .conf import reload_jsonrpc_settings
+        from .openrpc import discover_method
+        from .registry import MethodRegistry
 
+        setting_changed.connect(reload_jsonrpc_settings, dispatch_uid="jsonrpc_app.conf.reload")
+        # Every registry answers rpc.discover with its OpenRPC document.
+        MethodRegistry.add_builtin(discover_method())
+        # The call log's request_finished receiver and exit flush.
         log.install()
 
 

@@ -1,10 +1,16 @@
-"""System checks of jsonrpc_app (IDs jsonrpc_app.E00x / W00x)."""
+"""System checks of jsonrpc_app (IDs jsonrpc_app.E00x / W00x); imported by ``AppConfig.ready()``."""
+
+import os
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import router
 
-from .conf import DEFAULTS
+from .conf import DEFAULTS, jsonrpc_settings
+from .models import Envelope
+from .openrpc import error_object
 from .registry import all_registries
+from .log.spool import spool_dir
 
 LOG_POLICIES = ("all", "errors", "none")
 LOG_WRITERS = ("request", "background")
@@ -45,29 +51,8 @@ def check_settings(app_configs=None, **kwargs):
 
 
 @register(Tags.compatibility)
-def check_method_names(app_configs=None, **kwargs):
-    errors = []
-    for registry in list(all_registries):
-        for name, existing, refused in registry.conflicts:
-            errors.append(
-                Error(
-                    "JSON-RPC method name %r is registered twice in registry %r: by %s and by %s."
-                    % (name, registry.name, existing.qualname, refused.qualname),
-                    hint="Give one of them another name with @rpc_method(name=...).",
-                    obj=refused.func,
-                    id="jsonrpc_app.E002",
-                )
-            )
-    return errors
-
-
-@register(Tags.compatibility)
 def check_call_log_settings(app_configs=None, **kwargs):
     """The call log's settings: its database alias, router, redaction keys and size cap."""
-    from django.db import router
-
-    from .conf import jsonrpc_settings
-
     errors = []
     alias = jsonrpc_settings.LOG_DATABASE
     if alias not in settings.DATABASES:
@@ -78,19 +63,16 @@ def check_call_log_settings(app_configs=None, **kwargs):
                 id="jsonrpc_app.E030",
             )
         )
-    else:
-        from .models import Envelope
-
-        if router.db_for_write(Envelope) != alias or router.db_for_read(Envelope) != alias:
-            errors.append(
-                Warning(
-                    "The call log is written to database %r, but the admin and "
-                    "jsonrpc_prune would read it from %r."
-                    % (alias, router.db_for_read(Envelope)),
-                    hint="Add 'jsonrpc_app.routers.LogRouter' to DATABASE_ROUTERS.",
-                    id="jsonrpc_app.W030",
-                )
+    elif router.db_for_write(Envelope) != alias or router.db_for_read(Envelope) != alias:
+        errors.append(
+            Warning(
+                "The call log is written to database %r, but the admin and "
+                "jsonrpc_prune would read it from %r."
+                % (alias, router.db_for_read(Envelope)),
+                hint="Add 'jsonrpc_app.routers.LogRouter' to DATABASE_ROUTERS.",
+                id="jsonrpc_app.W030",
             )
+        )
     keys = jsonrpc_settings.SENSITIVE_KEYS
     if not isinstance(keys, (list, tuple, set, frozenset)) or not all(isinstance(k, str) for k in keys):
         errors.append(
@@ -114,11 +96,6 @@ def check_call_log_settings(app_configs=None, **kwargs):
 @register(Tags.compatibility)
 def check_spool_settings(app_configs=None, **kwargs):
     """The call log's spool and writer: their timings, and a directory this process can write."""
-    import os
-
-    from .conf import jsonrpc_settings
-    from .log.spool import spool_dir
-
     errors = []
     for key in ("SPOOL_FLUSH_INTERVAL", "SPOOL_RETRY_DELAY"):
         value = getattr(jsonrpc_settings, key)
@@ -211,8 +188,6 @@ def check_security_settings(app_configs=None, **kwargs):
 @register(Tags.compatibility)
 def check_declared_errors(app_configs=None, **kwargs):
     """Every entry of a method's errors= is a JsonRpcError subclass (or instance) OpenRPC can describe."""
-    from .openrpc import error_object
-
     errors = []
     for registry in list(all_registries):
         for method in registry:

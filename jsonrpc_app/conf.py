@@ -11,9 +11,9 @@ Read them as ``from jsonrpc_app.conf import jsonrpc_settings`` and
 an unknown key is reported by the system check ``jsonrpc_app.E001``.
 """
 
+from typing import Any
+
 from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 DEFAULTS = {
@@ -66,7 +66,7 @@ DEFAULTS = {
 IMPORT_STRINGS = {"AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES"}
 
 
-def _import(value, name):
+def _import(value):
     if value is None:
         return None
     if isinstance(value, str):
@@ -79,17 +79,17 @@ def _import(value, name):
 class JsonRpcSettings:
     """Attribute access to JSONRPC merged over DEFAULTS, cached until settings change."""
 
-    def __init__(self, defaults=None):
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.defaults = defaults or DEFAULTS
         self._cached = set()
 
     @property
-    def user_settings(self):
+    def user_settings(self) -> dict[str, Any]:
         if not hasattr(self, "_user_settings"):
             self._user_settings = getattr(settings, "JSONRPC", None) or {}
         return self._user_settings
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         if attr not in self.defaults:
             raise AttributeError("Invalid jsonrpc_app setting: %r" % attr)
         try:
@@ -97,12 +97,12 @@ class JsonRpcSettings:
         except KeyError:
             value = self.defaults[attr]
         if attr in IMPORT_STRINGS:
-            value = _import(value, attr)
+            value = _import(value)
         self._cached.add(attr)
         setattr(self, attr, value)
         return value
 
-    def reload(self):
+    def reload(self) -> None:
         for attr in self._cached:
             delattr(self, attr)
         self._cached.clear()
@@ -110,10 +110,10 @@ class JsonRpcSettings:
             delattr(self, "_user_settings")
 
 
-jsonrpc_settings = JsonRpcSettings(DEFAULTS)
+jsonrpc_settings: JsonRpcSettings = JsonRpcSettings(DEFAULTS)
 
 
-@receiver(setting_changed)
-def reload_jsonrpc_settings(*, setting, **kwargs):
+def reload_jsonrpc_settings(*, setting: str, **kwargs: Any) -> None:
+    """Receiver of Django's ``setting_changed`` (connected in ``AppConfig.ready()``)."""
     if setting == "JSONRPC":
         jsonrpc_settings.reload()

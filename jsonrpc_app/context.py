@@ -4,7 +4,18 @@ replay, CLI) and against which registry.
 
 A method receives it by declaring a parameter annotated with
 ``CallContext``; clients can never fill that parameter from params.
+
+The caller hands over the registry to serve (the endpoint its own); a
+context built without one is served by the default registry, which
+``dispatch.execute()`` fills in.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .registry import MethodRegistry
 
 
 class CallContext:
@@ -14,31 +25,27 @@ class CallContext:
 
     def __init__(
         self,
-        request=None,
-        user=None,
-        source="http",
-        registry=None,
-        endpoint="",
-        auth=None,
-        replay_of=None,
-        log=True,
-    ):
+        request: Any = None,
+        user: Any = None,
+        source: str = "http",
+        registry: MethodRegistry | None = None,
+        endpoint: str = "",
+        auth: Any = None,
+        replay_of: Any = None,
+        log: bool = True,
+    ) -> None:
         # request: the DRF Request over HTTP, the admin's HttpRequest, or None (CLI).
         self.request = request
         self._user = user
         self.auth = auth
         self.source = source
-        if registry is None:
-            from .registry import registry as default_registry
-
-            registry = default_registry
         self.registry = registry
         self.endpoint = endpoint
         self.replay_of = replay_of
         self.log = log
 
     @property
-    def user(self):
+    def user(self) -> Any:
         """The authenticated user, or AnonymousUser; read lazily from the request."""
         if self._user is None:
             request = self.request
@@ -51,5 +58,5 @@ class CallContext:
         return self._user
 
     @user.setter
-    def user(self, value):
+    def user(self, value: Any) -> None:
         self._user = value

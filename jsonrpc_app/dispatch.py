@@ -1,29 +1,22 @@
 """
-The one executor: run the calls of a parsed envelope for a caller and
-return the responses to send plus what the call log needs.
+The one executor: run the calls of a parsed body for a caller and return
+the responses to send plus what the call log needs.
 
 HTTP, the admin's "try it", replay, the CLI and tests all come through
 ``execute()``; nothing else runs a method. Each call goes through the same
-steps, each a function of its own: look the method up, check who may call
-it, bind the params, call, map an exception to an error object.
+steps: look the method up, check who may call it, bind the params, call,
+and turn an exception into its error object (``exceptions.to_error``).
 """
 
-import logging
 import time
-import traceback
 
 from . import protocol
-from .conf import jsonrpc_settings
-from .exceptions import (
-    INTERNAL_ERROR,
-    METHOD_NOT_FOUND,
-    JsonRpcError,
-)
-
-logger = logging.getLogger("jsonrpc_app")
+from .exceptions import MethodNotFound, to_error
+from .permissions import check_method_permissions
+from .registry import registry as default_registry
+from .serializers import serialize_result, validate_params
 
 _perf = time.perf_counter
-METHOD_NOT_FOUND_OBJECT = {"code": METHOD_NOT_FOUND, "message": "Method not found"}
 
 
 class CallRecord:
@@ -56,151 +49,86 @@ class CallRecord:
         self.log = True
         self.sensitive_params = ()
 
-    @property
-    def ok(self):
-        return self.error is None
 
-    @property
-    def outcome(self):
-        return "ok" if self.error is None else "error"
-
-
-def lookup(name, context):
-    """Return the Method for ``name`` or raise MethodNotFound."""
-    method = context.registry.get(name)
-    if method is None:
-        raise _METHOD_NOT_FOUND
-    return method
+def error_of(exc, method=None):
+    """Return (error object, traceback text or None) answering ``exc`` (see exceptions.to_error)."""
+    # The JsonRpcError is not kept in the caller's frame: a raised one holds
+    # that frame in its traceback, a reference cycle for every error.
+    error = to_error(exc, getattr(method, "name", None))
+    return error.as_dict(), error.traceback
 
 
-class _NotFound(JsonRpcError):
-    code = METHOD_NOT_FOUND
-    message = "Method not found"
-
-
-_METHOD_NOT_FOUND = _NotFound()
-
-
-def check_permissions(method, context):
-    """Raise a JsonRpcError if the caller may not call ``method``."""
-    from .permissions import check_method_permissions
-
-    check_method_permissions(method, context)
-
-
-def handle_exception(exc, method=None, context=None):
-    """
-    Map an exception raised while running a call to (error object, traceback).
-
-    JsonRpcError passes through as it is; DRF and Django errors map to their
-    JSON-RPC codes; anything else is an internal error, logged with its
-    traceback, whose text reaches the client only if EXPOSE_EXCEPTIONS is on.
-    """
-    if isinstance(exc, JsonRpcError):
-        return exc.as_dict(), None
-    mapped = _map_framework_exception(exc)
-    if mapped is not None:
-        return mapped.as_dict(), None
-    tb = "".join(traceback.format_exception(exc))
-    logger.error(
-        "Internal error in JSON-RPC method %s",
-        getattr(method, "name", "?"),
-        exc_info=exc,
-    )
-    error = {"code": INTERNAL_ERROR, "message": "Internal error"}
-    if jsonrpc_settings.EXPOSE_EXCEPTIONS:
-        error["data"] = {"type": type(exc).__name__, "message": str(exc), "traceback": tb}
-    return error, tb
-
-
-def _map_framework_exception(exc):
-    from .permissions import map_exception
-
-    return map_exception(exc)
-
-
-def call(item, context, record=None):
-    """Run one valid request; return its response dict (None for a notification)."""
+def run(request, context, record=None):
+    """Run one valid Request; return its response dict (None for a notification)."""
     method = None
     try:
-        method = context.registry._registry.get(item.method)
+        method = context.registry._registry.get(request.method)
         if method is None:
-            raise _METHOD_NOT_FOUND
+            raise MethodNotFound()
         if record is not None:
             record.log = method.log
             record.sensitive_params = method.sensitive_params
         if method.guarded or not method.enabled:
-            check_permissions(method, context)
-        args, kwargs = method.binder.bind(item.params, context)
+            check_method_permissions(method, context)
+        args, kwargs = method.binder.bind(request.params, context)
         if method.params_serializer is not None:
-            args, kwargs = _validate_with_serializer(method, args, kwargs, context)
+            args, kwargs = validate_params(method, args, kwargs, context)
         result = method.func(*args, **kwargs)
         if method.result_serializer is not None:
-            result = _serialize_result(method, result, context)
+            result = serialize_result(method, result, context)
     except Exception as exc:
-        error, tb = handle_exception(exc, method, context)
+        error, tb = error_of(exc, method)
         if record is not None:
             record.error = error
             record.traceback = tb
-        if item.is_notification:
+        if request.is_notification:
             return None
-        return {"jsonrpc": "2.0", "error": error, "id": item.id}
+        return protocol.response(request.id, error=error)
     if record is not None:
         record.result = result
-    if item.is_notification:
+    if request.is_notification:
         return None
-    return {"jsonrpc": "2.0", "result": result, "id": item.id}
+    return protocol.response(request.id, result)
 
 
-def _validate_with_serializer(method, args, kwargs, context):
-    from .serializers import validate_params
-
-    return validate_params(method, args, kwargs, context)
-
-
-def _serialize_result(method, result, context):
-    from .serializers import serialize_result
-
-    return serialize_result(method, result, context)
-
-
-def execute(envelope, context):
+def execute(parsed, context):
     """
-    Run every call of ``envelope``; return (response, records).
+    Run every call of ``parsed`` (a protocol.ParsedBody); return (response, records).
 
     ``response`` is what to send: a dict, a list of dicts, or None when there
     is nothing to answer. ``records`` is a list of CallRecord, or None when
-    ``context.log`` is off.
+    ``context.log`` is off. A context without a registry is served by the
+    default one.
     """
-    if envelope.error is not None:
-        return envelope.error_response(), ([] if context.log else None)
-    log = context.log
+    if context.registry is None:
+        context.registry = default_registry
+    if parsed.error is not None:
+        return parsed.error_response(), ([] if context.log else None)
     responses = []
-    if not log:
+    Request = protocol.Request
+    if not context.log:
         # The loop without a call log: nothing to time or record per call.
         append = responses.append
-        Request = protocol.Request
-        for item in envelope.items:
-            response = call(item, context) if type(item) is Request else item.response()
+        for item in parsed.items:
+            response = run(item, context) if type(item) is Request else item.response()
             if response is not None:
                 append(response)
-        if envelope.is_batch:
-            return (responses or None), None
-        return (responses[0] if responses else None), None
-    records = []
-    for item in envelope.items:
-        record = CallRecord(item)
-        if type(item) is protocol.Request:
-            start = _perf()
-            response = call(item, context, record)
-            record.duration = _perf() - start
-        else:
-            response = item.response()
-            record.error = item.error
-            record.params = item.value
-        records.append(record)
-        if response is not None:
-            responses.append(response)
-    if envelope.is_batch:
+        records = None
+    else:
+        records = []
+        for item in parsed.items:
+            record = CallRecord(item)
+            if type(item) is Request:
+                start = _perf()
+                response = run(item, context, record)
+                record.duration = _perf() - start
+            else:
+                response = item.response()
+                record.error = item.error
+                record.params = item.value
+            records.append(record)
+            if response is not None:
+                responses.append(response)
+    if parsed.is_batch:
         return (responses or None), records
     return (responses[0] if responses else None), records

@@ -8,8 +8,8 @@ params as content descriptors whose JSON Schemas come from the annotations
 ``errors`` and its ``paramStructure``. Methods registered with
 ``hidden=True`` (and disabled ones) are left out.
 
-Every registry serves it as the reserved method ``rpc.discover`` (registered
-by ``MethodRegistry`` itself, and run by the dispatcher like any method); the
+Every registry serves it as the reserved method ``rpc.discover`` (added to
+every registry by ``AppConfig.ready()``, and run by the dispatcher like any method); the
 endpoint also serves it at ``GET <endpoint>openrpc.json``.
 
 For other code (the admin's method browser): ``method_schema(method)``
@@ -37,6 +37,7 @@ from .params import (
     dataclass_init_fields,
     unwrap,
 )
+from .registry import Method
 
 OPENRPC_VERSION = "1.3.2"
 DISCOVER = "rpc.discover"
@@ -609,12 +610,10 @@ def discover(context: CallContext) -> dict:
 _discover_method = None
 
 
-def discover_method():
-    """The Method of ``rpc.discover``, built once and shared by every registry."""
+def discover_method() -> Method:
+    """The Method of ``rpc.discover``, built once; ``AppConfig.ready()`` adds it to every registry."""
     global _discover_method
     if _discover_method is None:
-        from .registry import Method
-
         _discover_method = Method(discover, DISCOVER, hidden=True)
     return _discover_method
 

@@ -1,7 +1,7 @@
 """
 Who may call what: the per-method checks (enabled, login, Django model
-permissions, DRF permission and throttle classes) and the mapping of DRF and
-Django errors to JSON-RPC error objects.
+permissions, DRF permission and throttle classes), and ``check_throttles``,
+which the endpoint's own throttles go through too.
 
 The endpoint's own policies (DRF authentication, permission and throttle
 classes) run once per HTTP request in ``views.JsonRpcView.check_endpoint``;
@@ -12,19 +12,10 @@ Methods with none of these options never come here (``Method.guarded``).
 
 import math
 
-from django.core import exceptions as django_exceptions
 from django.utils.encoding import force_str
 from django.utils.functional import Promise
-from rest_framework import exceptions as drf_exceptions
 
-from .exceptions import (
-    AuthenticationRequired,
-    InvalidParams,
-    InvalidRequest,
-    MethodDisabled,
-    PermissionDenied,
-    Throttled,
-)
+from .exceptions import AuthenticationRequired, MethodDisabled, PermissionDenied, Throttled
 
 
 class MethodView:
@@ -99,30 +90,16 @@ def check_method_permissions(method, context):
                     raise AuthenticationRequired()
                 raise PermissionDenied(data=_message(permission))
     if method.throttle_classes and request is not None:
-        waits = []
-        for throttle_class in method.throttle_classes:
-            throttle = throttle_class()
-            if not throttle.allow_request(request, view):
-                waits.append(throttle.wait())
-        if waits:
-            waits = [w for w in waits if w is not None]
-            raise Throttled(data={"wait": math.ceil(max(waits)) if waits else None})
+        check_throttles([throttle_class() for throttle_class in method.throttle_classes], request, view)
 
 
-def map_exception(exc):
-    """Return the JsonRpcError for a DRF or Django exception, or None."""
-    if isinstance(exc, drf_exceptions.ValidationError):
-        return InvalidParams(data=exc.get_full_details())
-    if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
-        return AuthenticationRequired(message=force_str(exc.detail))
-    if isinstance(exc, drf_exceptions.PermissionDenied):
-        return PermissionDenied(message=force_str(exc.detail))
-    if isinstance(exc, drf_exceptions.Throttled):
-        return Throttled(data={"wait": exc.wait})
-    if isinstance(exc, django_exceptions.PermissionDenied):
-        # Its text is the raiser's, possibly internal: answer the plain message.
-        return PermissionDenied()
-    if isinstance(exc, django_exceptions.SuspiciousOperation):
-        # Django answers these with 400 Bad Request; its text stays in the log.
-        return InvalidRequest()
-    return None
+def check_throttles(throttles, request, view):
+    """
+    Raise Throttled if any of ``throttles`` refuses ``request``, as DRF's
+    check_throttles(): every throttle is asked (each records the request),
+    and the wait is the longest one known, rounded up to whole seconds.
+    """
+    waits = [throttle.wait() for throttle in throttles if not throttle.allow_request(request, view)]
+    if waits:
+        waits = [w for w in waits if w is not None]
+        raise Throttled(data={"wait": math.ceil(max(waits)) if waits else None})

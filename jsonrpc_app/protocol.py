@@ -12,12 +12,25 @@ import re
 
 import orjson
 
-from .exceptions import INVALID_REQUEST, PARSE_ERROR
-
 VERSION = "2.0"
 
-PARSE_ERROR_OBJECT = {"code": PARSE_ERROR, "message": "Parse error"}
-INVALID_REQUEST_OBJECT = {"code": INVALID_REQUEST, "message": "Invalid Request"}
+# The error codes the specification reserves, and the message it gives each
+# (jsonrpc_app.exceptions builds its error classes from these).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+MESSAGES = {
+    PARSE_ERROR: "Parse error",
+    INVALID_REQUEST: "Invalid Request",
+    METHOD_NOT_FOUND: "Method not found",
+    INVALID_PARAMS: "Invalid params",
+    INTERNAL_ERROR: "Internal error",
+}
+
+PARSE_ERROR_OBJECT = {"code": PARSE_ERROR, "message": MESSAGES[PARSE_ERROR]}
+INVALID_REQUEST_OBJECT = {"code": INVALID_REQUEST, "message": MESSAGES[INVALID_REQUEST]}
 
 # orjson reads integers beyond 64 bits as floats, losing digits; any run of 19
 # digits sends the body through the standard library, which keeps them exact.
@@ -65,12 +78,12 @@ class InvalidItem:
         self.value = value
 
     def response(self):
-        return {"jsonrpc": VERSION, "error": self.error, "id": self.id}
+        return response(self.id, error=self.error)
 
 
-class Envelope:
+class ParsedBody:
     """
-    What ``parse()`` read from one body.
+    What ``parse()`` read from one body: its ``items`` (Request or InvalidItem).
 
     ``error`` is set when the body as a whole is answered by one error object
     (parse error, empty batch, batch over the limit); ``items`` then is empty.
@@ -84,7 +97,7 @@ class Envelope:
         self.error = error
 
     def error_response(self):
-        return {"jsonrpc": VERSION, "error": self.error, "id": None}
+        return response(None, error=self.error)
 
 
 def _reject_constant(name):
@@ -159,12 +172,6 @@ def _too_deep(value, limit):
     return False
 
 
-def _valid_id(value):
-    # str, number or null; bool is an int in Python but not a JSON number.
-    t = type(value)
-    return t is str or t is int or t is float or value is None
-
-
 _ABSENT = object()
 
 
@@ -177,7 +184,7 @@ def _check(index, value):
         id = None
         is_notification = True
     else:
-        # str, number or null (_valid_id, inlined: this runs for every call).
+        # str, number or null; bool is an int in Python but not a JSON number.
         t = type(id)
         if not (t is str or t is int or t is float or id is None):
             return InvalidItem(index, None, INVALID_REQUEST_OBJECT, value)
@@ -223,11 +230,11 @@ def _too_deep_error(max_depth):
 
 
 def parse(body, max_batch=None, max_depth=None):
-    """Read one HTTP body into an Envelope; never raise."""
+    """Read one HTTP body into a ParsedBody; never raise."""
     try:
         value = loads(body)
     except (ValueError, TypeError):
-        return Envelope(False, [], PARSE_ERROR_OBJECT)
+        return ParsedBody(False, [], PARSE_ERROR_OBJECT)
     is_batch = type(value) is list
     items = None
     if max_depth is not None and (is_batch or type(value) is dict):
@@ -240,12 +247,12 @@ def parse(body, max_batch=None, max_depth=None):
                 if _shallow_batch(value, items, brackets):
                     deep = False
             if deep is None and _too_deep(value, max_depth):
-                return Envelope(is_batch, [], _too_deep_error(max_depth))
+                return ParsedBody(is_batch, [], _too_deep_error(max_depth))
     if is_batch:
         if not value:
-            return Envelope(True, [], INVALID_REQUEST_OBJECT)
+            return ParsedBody(True, [], INVALID_REQUEST_OBJECT)
         if max_batch is not None and len(value) > max_batch:
-            return Envelope(
+            return ParsedBody(
                 True,
                 [],
                 dict(
@@ -255,16 +262,15 @@ def parse(body, max_batch=None, max_depth=None):
             )
         if items is None:
             items = [_check(i, item) for i, item in enumerate(value)]
-        return Envelope(True, items)
-    return Envelope(False, [_check(0, value)])
+        return ParsedBody(True, items)
+    return ParsedBody(False, [_check(0, value)])
 
 
-def result_response(id, result):
+def response(id, result=None, error=None):
+    """The response object to one call: its ``error`` object when given, else its ``result``."""
+    if error is not None:
+        return {"jsonrpc": VERSION, "error": error, "id": id}
     return {"jsonrpc": VERSION, "result": result, "id": id}
-
-
-def error_response(id, error):
-    return {"jsonrpc": VERSION, "error": error, "id": id}
 
 
 _DUMP_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS

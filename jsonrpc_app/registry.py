@@ -5,10 +5,19 @@ duplicate detection.
 ``registry`` is the default instance, the one autodiscovery fills and the
 default endpoint serves; build your own ``MethodRegistry()`` to serve another
 set of methods from another endpoint (and in tests).
+
+Every registry also serves the built-in methods under the reserved ``rpc.``
+prefix; the registry knows none of them itself: the module implementing one
+hands it to ``MethodRegistry.add_builtin()`` (``rpc.discover`` of
+jsonrpc_app.openrpc is added by ``AppConfig.ready()``).
 """
+
+from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar, TypeVar, overload
 
 from .context import CallContext
 from .exceptions import AlreadyRegistered, NotRegistered
@@ -16,7 +25,9 @@ from .params import Binder
 
 RESERVED_PREFIX = "rpc."
 
-all_registries = weakref.WeakSet()
+all_registries: weakref.WeakSet[MethodRegistry] = weakref.WeakSet()
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Method:
@@ -24,22 +35,22 @@ class Method:
 
     def __init__(
         self,
-        func,
-        name=None,
+        func: Callable[..., Any],
+        name: str | None = None,
         *,
-        log=True,
-        sensitive_params=(),
-        permission_classes=(),
-        permissions=(),
-        login_required=False,
-        throttle_classes=(),
-        throttle_scope=None,
-        params_serializer=None,
-        result_serializer=None,
-        errors=(),
-        hidden=False,
-        enabled=True,
-    ):
+        log: bool = True,
+        sensitive_params: Iterable[str] = (),
+        permission_classes: Iterable[type] = (),
+        permissions: Iterable[str] = (),
+        login_required: bool = False,
+        throttle_classes: Iterable[type] = (),
+        throttle_scope: str | None = None,
+        params_serializer: type | None = None,
+        result_serializer: type | None = None,
+        errors: Iterable[Any] = (),
+        hidden: bool = False,
+        enabled: bool = True,
+    ) -> None:
         if not callable(func):
             raise TypeError("%r is not callable" % (func,))
         self.func = func
@@ -72,7 +83,7 @@ class Method:
         )
 
     @property
-    def qualname(self):
+    def qualname(self) -> str:
         """The dotted path of the function, for messages and checks."""
         return "%s.%s" % (
             getattr(self.func, "__module__", "?"),
@@ -80,12 +91,12 @@ class Method:
         )
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         """The first line of the docstring."""
         return self.doc.split("\n", 1)[0] if self.doc else ""
 
     @property
-    def app_label(self):
+    def app_label(self) -> str | None:
         """The label of the installed app whose module defines the function."""
         from django.apps import apps
 
@@ -93,82 +104,91 @@ class Method:
         return config.label if config else None
 
     @property
-    def requires_authentication(self):
+    def requires_authentication(self) -> bool:
         return bool(self.login_required or self.permissions or self.permission_classes)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Method %s -> %s>" % (self.name, self.qualname)
 
 
 class MethodRegistry:
     """A set of methods served together, looked up by name."""
 
-    def __init__(self, name="default"):
+    # The methods every registry serves under reserved names, by name.
+    builtins: ClassVar[dict[str, Method]] = {}
+
+    def __init__(self, name: str = "default") -> None:
         self.name = name
-        self._registry = {}
-        # (name, method already registered, method refused): reported by checks.
-        self.conflicts = []
+        self._registry: dict[str, Method] = dict(self.builtins)
         all_registries.add(self)
-        # Every registry answers the reserved rpc.discover (its OpenRPC document).
-        from .openrpc import discover_method
 
-        self.register(discover_method(), reserved_ok=True)
+    @classmethod
+    def add_builtin(cls, method: Method) -> None:
+        """Serve ``method`` (named ``rpc.*``) from every registry, those built so far and later."""
+        if not method.name.startswith(RESERVED_PREFIX):
+            raise ValueError("A built-in method's name begins with %r, not %r." % (RESERVED_PREFIX, method.name))
+        cls.builtins[method.name] = method
+        for registry in list(all_registries):
+            registry._registry[method.name] = method
 
-    def register(self, func, name=None, *, reserved_ok=False, **options):
-        """Register ``func`` (a callable or a Method) and return its Method."""
+    def register(self, func: Callable[..., Any] | Method, name: str | None = None, **options: Any) -> Method:
+        """
+        Register ``func`` (a callable or a Method) and return its Method.
+
+        Raise AlreadyRegistered when ``name`` is taken by another function
+        (the same function registered again, as a module imported twice
+        does, replaces itself), ValueError for a reserved ``rpc.`` name.
+        """
         method = func if isinstance(func, Method) else Method(func, name, **options)
-        if method.name.startswith(RESERVED_PREFIX) and not reserved_ok:
+        if method.name.startswith(RESERVED_PREFIX):
             raise ValueError(
                 "Method name %r is reserved: names beginning with %r belong to "
                 "jsonrpc_app itself." % (method.name, RESERVED_PREFIX)
             )
         existing = self._registry.get(method.name)
-        if existing is not None:
-            if existing.qualname == method.qualname:
-                # The same function registered again (a module imported twice).
-                self._registry[method.name] = method
-                return method
-            self.conflicts.append((method.name, existing, method))
-            return existing
+        if existing is not None and existing.qualname != method.qualname:
+            raise AlreadyRegistered(
+                "Method %r of registry %r is registered by %s and again by %s; give one of "
+                "them another name with @rpc_method(name=...)."
+                % (method.name, self.name, existing.qualname, method.qualname)
+            )
         self._registry[method.name] = method
         return method
 
-    def unregister(self, name):
+    def unregister(self, name: str) -> None:
         try:
             del self._registry[name]
         except KeyError:
             raise NotRegistered("No method named %r is registered." % name) from None
 
-    def get(self, name):
+    def get(self, name: str) -> Method | None:
         """Return the Method called ``name``, or None."""
         return self._registry.get(name)
 
-    def is_registered(self, name):
+    def __contains__(self, name: object) -> bool:
         return name in self._registry
 
-    def __contains__(self, name):
-        return name in self._registry
-
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Method]:
         return iter(sorted(self._registry.values(), key=lambda m: m.name))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._registry)
 
-    def check_unique(self):
-        """Raise AlreadyRegistered for the first conflict seen, if any."""
-        if self.conflicts:
-            name, existing, refused = self.conflicts[0]
-            raise AlreadyRegistered(
-                "Method %r is registered by %s and again by %s."
-                % (name, existing.qualname, refused.qualname)
-            )
-
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<MethodRegistry %s: %d methods>" % (self.name, len(self._registry))
 
 
 registry = MethodRegistry()
+
+
+@overload
+def rpc_method(func: F) -> F: ...
+
+
+@overload
+def rpc_method(
+    func: None = None, *, name: str | None = None, registry: MethodRegistry | None = None, **options: Any
+) -> Callable[[F], F]: ...
 
 
 def rpc_method(func=None, *, name=None, registry=None, **options):
@@ -176,14 +196,13 @@ def rpc_method(func=None, *, name=None, registry=None, **options):
     Expose a function as a JSON-RPC method; return the function unchanged.
 
     Use bare (``@rpc_method``: the method takes the function's name) or with
-    options (``@rpc_method(name="math.add", log=False)``).
+    options (``@rpc_method(name="math.add", log=False)``), which are those of
+    ``Method``. Raise AlreadyRegistered when the name is taken.
     """
     target = registry if registry is not None else globals()["registry"]
 
     def decorator(f):
-        method = target.register(f, name, **options)
-        if method.func is f:
-            f.rpc_method = method
+        f.rpc_method = target.register(f, name, **options)
         return f
 
     if func is not None:

@@ -5,7 +5,7 @@ the answer and write the call log, the same way for every caller.
 The HTTP endpoint calls ``answer()`` after its own checks (method, size,
 authentication); the admin's "try it" and replay, and any other caller that
 is not an HTTP request, call it directly with a ``CallContext`` saying who
-calls and from where. Nothing here knows about HTTP beyond the status code
+calls and from where (and ``answer()`` applies MAX_BODY_SIZE for them). Nothing here knows about HTTP beyond the status code
 the endpoint would have answered with (200, or 204 for nothing to say),
 which is what the log records.
 """
@@ -15,6 +15,7 @@ import time
 from . import dispatch, log, protocol
 from .conf import jsonrpc_settings
 from .encoding import json_default
+from .exceptions import InvalidRequest, JsonRpcError
 
 _perf = time.perf_counter
 
@@ -33,7 +34,7 @@ class Answer:
         self.status = status
         # The dispatcher's CallRecords, or None when the log is off.
         self.records = records
-        # The Envelope row written to the log, or None (log off, not written,
+        # The models.Envelope row written to the log, or None (log off, not written,
         # or queued for the background writer: LOG_WRITER = "background").
         self.envelope = envelope
 
@@ -60,43 +61,65 @@ def encode(response, records=None):
         try:
             protocol.dumps(item, json_default)
         except (TypeError, ValueError) as exc:
-            error, tb = dispatch.handle_exception(exc)
+            error, tb = dispatch.error_of(exc)
             record = by_id.get(repr(item.get("id")))
             if record is not None:
                 record.result = None
                 record.error = error
                 record.traceback = tb
-            item = protocol.error_response(item.get("id"), error)
+            item = protocol.response(item.get("id"), error=error)
         fixed.append(item)
     return protocol.dumps(fixed if isinstance(response, list) else fixed[0], json_default)
 
 
-def answer(body, context, *, error=None, started=None, remote_addr=None, user_agent=""):
+def body_too_large(limit, size=None) -> InvalidRequest:
+    """The one answer to a body over the size limit ``limit``; ``size`` when it is known."""
+    if size is None:
+        message = "request body is over the limit of %d bytes" % limit
+    else:
+        message = "request body of %d bytes is over the limit of %d bytes" % (size, limit)
+    return InvalidRequest(data=message)
+
+
+_SETTING = object()
+
+
+def answer(
+    body,
+    context,
+    *,
+    error: JsonRpcError | None = None,
+    size_limit=_SETTING,
+    started=None,
+    remote_addr=None,
+    user_agent="",
+) -> Answer:
     """
     Answer ``body`` (bytes or str) for the caller of ``context``; return an Answer.
 
-    ``error``, when given, is an error object that answers the whole body
-    without parsing it (the endpoint's size limit or failed authentication).
-    ``started`` is the ``time.perf_counter()`` value the logged duration
-    counts from (now, if not given).
+    ``error``, when given, is a JsonRpcError that answers the whole body
+    without parsing it (the endpoint's failed authentication or throttle).
+    ``size_limit`` is the largest body answered, in bytes (None: any),
+    MAX_BODY_SIZE unless given; the endpoint, which applies its limit while
+    it reads the body, passes None. ``started`` is the
+    ``time.perf_counter()`` value the logged duration counts from (now, if
+    not given).
     """
     if started is None:
         started = _perf()
     settings = jsonrpc_settings
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
-    max_body = settings.MAX_BODY_SIZE
-    if error is None and max_body is not None and len(body) > max_body:
-        error = dict(
-            protocol.INVALID_REQUEST_OBJECT,
-            data="request body of %d bytes is over the limit of %d" % (len(body), max_body),
-        )
+    if size_limit is _SETTING:
+        size_limit = settings.MAX_BODY_SIZE
+    if error is None and size_limit is not None and len(body) > size_limit:
+        error = body_too_large(size_limit, len(body))
     if error is None:
-        envelope = protocol.parse(body, settings.MAX_BATCH_SIZE, settings.MAX_DEPTH)
-        response, records = dispatch.execute(envelope, context)
+        parsed = protocol.parse(body, settings.MAX_BATCH_SIZE, settings.MAX_DEPTH)
+        response, records = dispatch.execute(parsed, context)
     else:
-        envelope = protocol.Envelope(False, [], error)
-        response, records = protocol.error_response(None, error), ([] if context.log else None)
+        parsed = protocol.ParsedBody(False, [], error.as_dict())
+        response, records = parsed.error_response(), ([] if context.log else None)
     if response is None:
         content, status = b"", 204
     else:
@@ -110,7 +133,7 @@ def answer(body, context, *, error=None, started=None, remote_addr=None, user_ag
             response_body=content,
             http_status=status,
             duration=_perf() - started,
-            envelope=envelope,
+            envelope=parsed,
             remote_addr=remote_addr,
             user_agent=user_agent,
         )

@@ -7,11 +7,15 @@ The body is read as bytes and handed to ``protocol.parse``; DRF's parsers
 never see it, so bad JSON is answered as JSON-RPC says, not as DRF does.
 """
 
+from __future__ import annotations
+
 import time
+from typing import Any, ClassVar
 
 from django.conf import settings as django_settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
@@ -21,11 +25,14 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from . import dispatch, protocol, service
+from . import openrpc, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
+from .encoding import json_default
+from .exceptions import InvalidRequest, JsonRpcError, Throttled, to_error
+from .permissions import check_throttles
+from .registry import MethodRegistry
 from .registry import registry as default_registry
-from .exceptions import THROTTLED
 
 _perf = time.perf_counter
 
@@ -40,14 +47,6 @@ class _BodyIgnored(BaseParser):
 
 
 _PARSERS = (_BodyIgnored(),)
-
-# Kept importable from here: the HTTP layer encodes through the shared service.
-encode = service.encode
-
-
-def _error_body(error):
-    return protocol.dumps(protocol.error_response(None, error))
-
 
 def body_limit():
     """
@@ -64,17 +63,9 @@ def body_limit():
     return ours if djangos is None or ours <= djangos else djangos
 
 
-def _too_large(limit, size=None):
-    if size is None:
-        message = "request body is over the limit of %d bytes" % limit
-    else:
-        message = "request body of %d bytes is over the limit of %d bytes" % (size, limit)
-    return dict(protocol.INVALID_REQUEST_OBJECT, data=message)
-
-
 def read_body(request, limit):
     """
-    Return (body, error): the request body as bytes, or the error to answer.
+    Return (body, error): the request body as bytes, or the JsonRpcError to answer.
 
     A Content-Length over ``limit`` is answered without reading a byte. The
     read itself stops after ``limit + 1`` bytes whatever the headers say, so
@@ -88,7 +79,7 @@ def read_body(request, limit):
     except ValueError:
         length = 0
     if limit is not None and length > limit:
-        return b"", _too_large(limit, length)
+        return b"", service.body_too_large(limit, length)
     stream = request
     environ = getattr(request, "environ", None)
     if (
@@ -114,13 +105,13 @@ def read_body(request, limit):
                 chunks.append(chunk)
                 size += len(chunk)
             if size > limit:
-                return b"", _too_large(limit)
+                return b"", service.body_too_large(limit)
             body = b"".join(chunks)
     except RequestDataTooBig:
-        return b"", _too_large(limit)
+        return b"", service.body_too_large(limit)
     except OSError:
         # The client went away mid-body (UnreadablePostError is an OSError).
-        return b"", dict(protocol.INVALID_REQUEST_OBJECT, data="request body could not be read")
+        return b"", InvalidRequest(data="request body could not be read")
     # What request.body would have done, so that anything reading it later
     # (CSRF checks of form posts, the call log) sees the same bytes.
     request._body = body
@@ -189,42 +180,42 @@ class JsonRpcView(View):
     of the same name, then DRF's default.
     """
 
-    http_method_names = ["post"]
-    registry = None
-    authentication_classes = None
-    permission_classes = None
-    throttle_classes = None
-    source = "http"
+    http_method_names: ClassVar[list[str]] = ["post"]
+    registry: MethodRegistry | None = None
+    authentication_classes: list[type] | tuple[type, ...] | None = None
+    permission_classes: list[type] | tuple[type, ...] | None = None
+    throttle_classes: list[type] | tuple[type, ...] | None = None
+    source: str = "http"
 
     @classmethod
-    def as_view(cls, **initkwargs):
+    def as_view(cls, **initkwargs: Any):
         # Exempt the view function, as DRF's APIView does (the endpoint's own
         # SessionAuthentication enforces CSRF); a method_decorator on dispatch
         # would wrap it again on every request.
         return csrf_exempt(super().as_view(**initkwargs))
 
-    def get_registry(self):
+    def get_registry(self) -> MethodRegistry:
         if self.registry is None:
             return default_registry
         return self.registry
 
-    def get_authenticators(self):
+    def get_authenticators(self) -> list[Any]:
         classes = _configured(
             self.authentication_classes, "AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES"
         )
         return [auth() for auth in classes]
 
-    def get_permissions(self):
+    def get_permissions(self) -> list[Any]:
         classes = _configured(
             self.permission_classes, "PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES"
         )
         return [permission() for permission in classes if permission is not AllowAny]
 
-    def get_throttles(self):
+    def get_throttles(self) -> list[Any]:
         classes = _configured(self.throttle_classes, "THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES")
         return [throttle() for throttle in classes]
 
-    def check_endpoint(self, request):
+    def check_endpoint(self, request: Request) -> None:
         """Authenticate, then apply the endpoint's permissions and throttles (as DRF's initial())."""
         # Authenticate now, as DRF's perform_authentication() does: bad
         # credentials (or a session without its CSRF token) fail the envelope.
@@ -241,12 +232,17 @@ class JsonRpcView(View):
                 raise drf_exceptions.PermissionDenied(getattr(permission, "message", None))
         throttles = self.get_throttles()
         if throttles:
-            waits = [t.wait() for t in throttles if not t.allow_request(request, self)]
-            if waits:
-                waits = [w for w in waits if w is not None]
-                raise drf_exceptions.Throttled(max(waits) if waits else None)
+            check_throttles(throttles, request, self)
 
-    def post(self, request, *args, **kwargs):
+    def endpoint_error(self, request: Request) -> JsonRpcError | None:
+        """Return the JsonRpcError that refuses ``request`` (a DRF Request) at the endpoint, or None."""
+        try:
+            self.check_endpoint(request)
+        except Exception as exc:
+            return to_error(exc)
+        return None
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         start = _perf()
         settings = jsonrpc_settings
         body, error = read_body(request, body_limit())
@@ -259,18 +255,16 @@ class JsonRpcView(View):
             log=settings.LOG_POLICY != "none",
         )
         if error is None:
-            try:
-                self.check_endpoint(drf_request)
-            except Exception as exc:
-                error, _tb = dispatch.handle_exception(exc, None, context)
+            error = self.endpoint_error(drf_request)
         if error is not None:
             # Log whoever authentication established (a throttled user), else
             # anonymous; never authenticate again just to write the log.
-            context.user = drf_request.__dict__.get("_user") or _anonymous()
+            context.user = drf_request.__dict__.get("_user") or AnonymousUser()
         answer = service.answer(
             body,
             context,
             error=error,
+            size_limit=None,  # applied by read_body() as it read
             started=start,
             remote_addr=request.META.get("REMOTE_ADDR"),
             user_agent=request.META.get("HTTP_USER_AGENT", ""),
@@ -279,32 +273,24 @@ class JsonRpcView(View):
             http = HttpResponse(status=204)
         else:
             http = HttpResponse(answer.content, content_type="application/json")
-            if error is not None and error.get("code") == THROTTLED:
+            if isinstance(error, Throttled) and error.wait is not None:
                 # The endpoint's throttle refused the whole request: say when to retry, as DRF does.
-                wait = (error.get("data") or {}).get("wait")
-                if wait is not None:
-                    http["Retry-After"] = "%d" % wait
+                http["Retry-After"] = "%d" % error.wait
         return http
 
-    def dispatch(self, request, *args, **kwargs):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return super().dispatch(request, *args, **kwargs)
         except Exception as exc:
             # Last resort: a bug in this layer (or in a setting it imports)
             # still answers JSON-RPC, logged, with no exception text.
-            error, _tb = dispatch.handle_exception(exc)
-            return HttpResponse(_error_body(error), content_type="application/json")
+            body = protocol.dumps(protocol.response(None, error=to_error(exc).as_dict()))
+            return HttpResponse(body, content_type="application/json")
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         response = super().http_method_not_allowed(request, *args, **kwargs)
         response["Allow"] = "POST"
         return response
-
-
-def _anonymous():
-    from django.contrib.auth.models import AnonymousUser
-
-    return AnonymousUser()
 
 
 class OpenRpcDocumentView(JsonRpcView):
@@ -315,18 +301,14 @@ class OpenRpcDocumentView(JsonRpcView):
 
     http_method_names = ["get", "head", "options"]
 
-    def get(self, request, *args, **kwargs):
-        from . import openrpc
-        from .encoding import json_default
-
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         drf_request = wrap_request(request, self.get_authenticators())
-        try:
-            self.check_endpoint(drf_request)
-        except Exception as exc:
-            error, _tb = dispatch.handle_exception(exc)
-            status = {-32001: 401, -32003: 403, -32029: 429}.get(error["code"], 403)
+        error = self.endpoint_error(drf_request)
+        if error is not None:
             return HttpResponse(
-                protocol.dumps({"error": error}), content_type="application/json", status=status
+                protocol.dumps({"error": error.as_dict()}),
+                content_type="application/json",
+                status=error.http_status,
             )
         path = request.path
         endpoint = path[: -len("openrpc.json")] if path.endswith("openrpc.json") else path

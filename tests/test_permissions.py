@@ -14,11 +14,7 @@ from rest_framework.authtoken.models import Token
 
 from jsonrpc_app import CallContext
 from jsonrpc_app import dispatch, protocol
-from jsonrpc_app.exceptions import (
-    AUTHENTICATION_REQUIRED,
-    METHOD_DISABLED,
-    PERMISSION_DENIED,
-)
+from jsonrpc_app.exceptions import AuthenticationRequired, MethodDisabled, PermissionDenied
 from jsonrpc_app.models import Call, Envelope
 from tests.helpers import basic, post, req
 from tests.security_urls import RUNS, secure
@@ -56,7 +52,7 @@ def test_wrong_basic_password_fails_the_whole_envelope_with_authentication_requi
     )
     assert answer == {
         "jsonrpc": "2.0",
-        "error": {"code": AUTHENTICATION_REQUIRED, "message": "Invalid username/password."},
+        "error": {"code": AuthenticationRequired.code, "message": "Invalid username/password."},
         "id": None,
     }
 
@@ -79,13 +75,13 @@ def test_token_authentication_on_an_endpoint_configured_for_it(client, alice):
 
 def test_bad_token_is_authentication_required(client, alice):
     answer = post(client, "/secure/token/", req("secure.whoami"), HTTP_AUTHORIZATION="Token nope")
-    assert answer["error"] == {"code": AUTHENTICATION_REQUIRED, "message": "Invalid token."}
+    assert answer["error"] == {"code": AuthenticationRequired.code, "message": "Invalid token."}
     assert answer["id"] is None
 
 
 def test_endpoint_permission_refuses_anonymous_with_authentication_required(client):
     answer = post(client, "/secure/closed/", req("public.echo", [1]))
-    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert answer["error"]["code"] == AuthenticationRequired.code
     assert answer["id"] is None
 
 
@@ -97,7 +93,7 @@ def test_endpoint_permission_lets_an_authenticated_caller_in(client, alice):
 def test_token_endpoint_ignores_basic_credentials(client, alice):
     # The per-endpoint authentication_classes replace the project's defaults.
     answer = post(client, "/secure/token/", req("public.echo", [1]), **basic("alice", "alice-pw"))
-    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert answer["error"]["code"] == AuthenticationRequired.code
 
 
 def test_endpoint_without_authenticators_treats_a_logged_in_session_as_anonymous(client, alice):
@@ -105,7 +101,7 @@ def test_endpoint_without_authenticators_treats_a_logged_in_session_as_anonymous
     answer = post(client, "/secure/anonymous/", req("secure.whoami"))
     assert answer["result"]["user"] is None
     answer = post(client, "/secure/anonymous/", req("secure.login"))
-    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert answer["error"]["code"] == AuthenticationRequired.code
 
 
 def test_an_authenticator_that_crashes_is_an_internal_error_without_its_text(client):
@@ -117,7 +113,7 @@ def test_an_authenticator_that_crashes_is_an_internal_error_without_its_text(cli
 def test_denied_envelope_is_logged_with_its_error(client):
     post(client, "/secure/closed/", req("public.echo", [1]))
     envelope = Envelope.objects.get()
-    assert envelope.error_code == AUTHENTICATION_REQUIRED
+    assert envelope.error_code == AuthenticationRequired.code
     assert envelope.user_id is None
 
 
@@ -132,7 +128,7 @@ def csrf_client():
 def test_session_call_without_csrf_token_is_refused(csrf_client, alice):
     csrf_client.force_login(alice)
     answer = post(csrf_client, "/secure/", req("secure.whoami"))
-    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert answer["error"]["code"] == PermissionDenied.code
     assert "CSRF" in answer["error"]["message"]
     assert answer["id"] is None
     assert "result" not in answer
@@ -142,7 +138,7 @@ def test_session_call_with_forged_csrf_token_is_refused(csrf_client, alice):
     csrf_client.force_login(alice)
     csrf_client.cookies["csrftoken"] = "a" * 32
     answer = post(csrf_client, "/secure/session/", req("secure.whoami"), HTTP_X_CSRFTOKEN="b" * 32)
-    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert answer["error"]["code"] == PermissionDenied.code
     assert "CSRF" in answer["error"]["message"]
 
 
@@ -163,7 +159,7 @@ def test_session_call_from_another_origin_is_refused_even_with_the_token(csrf_cl
         HTTP_X_CSRFTOKEN="c" * 32,
         HTTP_ORIGIN="https://evil.example",
     )
-    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert answer["error"]["code"] == PermissionDenied.code
 
 
 def test_csrf_refusal_runs_no_method_and_is_logged_as_anonymous(csrf_client, alice):
@@ -171,7 +167,7 @@ def test_csrf_refusal_runs_no_method_and_is_logged_as_anonymous(csrf_client, ali
     post(csrf_client, "/secure/", [req("secure.count", id=1), req("secure.count", id=2)])
     assert RUNS["count"] == 0
     envelope = Envelope.objects.get()
-    assert envelope.error_code == PERMISSION_DENIED
+    assert envelope.error_code == PermissionDenied.code
     assert envelope.user_id is None
     assert envelope.call_count == 0
 
@@ -190,7 +186,7 @@ def test_basic_token_and_anonymous_calls_need_no_csrf_token(csrf_client, alice):
 def test_default_endpoint_enforces_csrf_for_sessions(csrf_client, alice):
     csrf_client.force_login(alice)
     answer = post(csrf_client, "/rpc/", req("subtract", [3, 1]))
-    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert answer["error"]["code"] == PermissionDenied.code
 
 
 # --- per-method permissions -----------------------------------------------------------
@@ -200,7 +196,7 @@ def test_login_required_method_refuses_anonymous(client):
     answer = post(client, "/secure/", req("secure.login"))
     assert answer == {
         "jsonrpc": "2.0",
-        "error": {"code": AUTHENTICATION_REQUIRED, "message": "Authentication required"},
+        "error": {"code": AuthenticationRequired.code, "message": "Authentication required"},
         "id": 1,
     }
 
@@ -211,9 +207,9 @@ def test_login_required_method_answers_a_logged_in_caller(client, alice):
 
 def test_model_permission_refuses_anonymous_then_users_without_it(client, alice):
     answer = post(client, "/secure/", req("secure.view_users"))
-    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert answer["error"]["code"] == AuthenticationRequired.code
     answer = post(client, "/secure/", req("secure.view_users"), **basic("alice", "alice-pw"))
-    assert answer["error"] == {"code": PERMISSION_DENIED, "message": "Permission denied"}
+    assert answer["error"] == {"code": PermissionDenied.code, "message": "Permission denied"}
 
 
 def test_model_permission_lets_a_user_holding_it_call(client, alice):
@@ -223,9 +219,9 @@ def test_model_permission_lets_a_user_holding_it_call(client, alice):
 
 
 def test_drf_permission_class_per_method(client, alice, bob):
-    assert post(client, "/secure/", req("secure.staff"))["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert post(client, "/secure/", req("secure.staff"))["error"]["code"] == AuthenticationRequired.code
     answer = post(client, "/secure/", req("secure.staff"), **basic("alice", "alice-pw"))
-    assert answer["error"]["code"] == PERMISSION_DENIED
+    assert answer["error"]["code"] == PermissionDenied.code
     alice.is_staff = True
     alice.save()
     assert post(client, "/secure/", req("secure.staff"), **basic("alice", "alice-pw"))["result"] == "staff"
@@ -234,7 +230,7 @@ def test_drf_permission_class_per_method(client, alice, bob):
 def test_permission_class_message_is_in_data(client, alice, bob):
     answer = post(client, "/secure/", req("secure.alice"), **basic("bob", "bob-pw"))
     assert answer["error"] == {
-        "code": PERMISSION_DENIED,
+        "code": PermissionDenied.code,
         "message": "Permission denied",
         "data": "Only alice may do this.",
     }
@@ -263,22 +259,22 @@ def test_in_a_batch_only_the_denied_calls_fail_and_each_is_logged(client, alice)
     )
     by_id = {a["id"]: a for a in answer}
     assert by_id[1]["result"] == "a"
-    assert by_id[2]["error"]["code"] == PERMISSION_DENIED
+    assert by_id[2]["error"]["code"] == PermissionDenied.code
     assert by_id[3]["result"] == "alice"
-    assert by_id[4]["error"]["code"] == PERMISSION_DENIED
+    assert by_id[4]["error"]["code"] == PermissionDenied.code
     assert by_id[5]["result"] == "b"
     calls = {c.request_id: c for c in Call.objects.all()}
     assert [calls[i].outcome for i in (1, 2, 3, 4, 5)] == ["ok", "error", "ok", "error", "ok"]
-    assert calls[2].error_code == PERMISSION_DENIED
-    assert calls[4].error_code == PERMISSION_DENIED
+    assert calls[2].error_code == PermissionDenied.code
+    assert calls[4].error_code == PermissionDenied.code
     assert {c.user_id for c in calls.values()} == {alice.pk}
 
 
 def test_denied_notification_runs_nothing_and_is_logged(client):
     assert post(client, "/secure/", {"jsonrpc": "2.0", "method": "secure.login"}) is None
-    call = Call.objects.get()
-    assert call.outcome == "error"
-    assert call.error_code == AUTHENTICATION_REQUIRED
+    logged = Call.objects.get()
+    assert logged.outcome == "error"
+    assert logged.error_code == AuthenticationRequired.code
 
 
 def test_per_method_checks_apply_to_callers_without_a_request(alice):
@@ -286,7 +282,7 @@ def test_per_method_checks_apply_to_callers_without_a_request(alice):
     anonymous = CallContext(request=None, source="cli", registry=secure)
     envelope = protocol.parse(json.dumps(req("secure.staff")).encode())
     response, _records = dispatch.execute(envelope, anonymous)
-    assert response["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert response["error"]["code"] == AuthenticationRequired.code
     alice.is_staff = True
     staff = CallContext(request=None, user=alice, source="cli", registry=secure)
     response, _records = dispatch.execute(envelope, staff)
@@ -329,19 +325,19 @@ def test_disabled_method_answers_method_disabled_and_never_runs(client, alice):
     answer = post(client, "/secure/", req("secure.disabled"), **basic("alice", "alice-pw"))
     assert answer == {
         "jsonrpc": "2.0",
-        "error": {"code": METHOD_DISABLED, "message": "Method disabled"},
+        "error": {"code": MethodDisabled.code, "message": "Method disabled"},
         "id": 1,
     }
     assert RUNS["count"] == 0
     assert "secure.disabled" in secure
-    assert Call.objects.get().error_code == METHOD_DISABLED
+    assert Call.objects.get().error_code == MethodDisabled.code
 
 
 def test_disabling_a_registered_method_takes_effect_on_the_next_call(client):
     method = secure.get("public.echo")
     method.enabled = False
     try:
-        assert post(client, "/secure/", req("public.echo", [1]))["error"]["code"] == METHOD_DISABLED
+        assert post(client, "/secure/", req("public.echo", [1]))["error"]["code"] == MethodDisabled.code
     finally:
         method.enabled = True
     assert post(client, "/secure/", req("public.echo", [1]))["result"] == 1
@@ -353,7 +349,7 @@ def test_disabling_a_registered_method_takes_effect_on_the_next_call(client):
 def test_jsonrpc_setting_gives_the_default_endpoint_its_permission_classes(client, settings, alice):
     settings.JSONRPC = {"PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"]}
     answer = post(client, "/rpc/", req("subtract", [3, 1]))
-    assert (answer["id"], answer["error"]["code"]) == (None, AUTHENTICATION_REQUIRED)
+    assert (answer["id"], answer["error"]["code"]) == (None, AuthenticationRequired.code)
     assert post(client, "/rpc/", req("subtract", [3, 1]), **basic("alice", "alice-pw"))["result"] == 2
 
 
@@ -371,8 +367,47 @@ def test_view_arguments_win_over_the_jsonrpc_setting(client, settings):
     settings.JSONRPC = {"PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"]}
     # /secure/closed/ sets permission_classes=[IsAuthenticated] itself.
     answer = post(client, "/secure/closed/", req("public.echo", [1]))
-    assert answer["error"]["code"] == AUTHENTICATION_REQUIRED
+    assert answer["error"]["code"] == AuthenticationRequired.code
     settings.JSONRPC = {"AUTHENTICATION_CLASSES": []}
     # /secure/token/ sets TokenAuthentication itself; the empty setting does not apply.
     answer = post(client, "/secure/token/", req("public.echo", [1]), HTTP_AUTHORIZATION="Token nope")
-    assert answer["error"] == {"code": AUTHENTICATION_REQUIRED, "message": "Invalid token."}
+    assert answer["error"] == {"code": AuthenticationRequired.code, "message": "Invalid token."}
+
+
+# -- exceptions.to_error: the one translator --------------------------------------------
+
+
+def test_to_error_maps_drf_and_django_exceptions_to_their_classes_and_statuses():
+    from django.core import exceptions as django_exceptions
+    from rest_framework import exceptions as drf_exceptions
+
+    from jsonrpc_app.exceptions import InvalidParams, InvalidRequest, Throttled, to_error
+
+    throttled = to_error(drf_exceptions.Throttled(2.1))
+    assert (type(throttled), throttled.wait, throttled.http_status) == (Throttled, 3, 429)
+    assert throttled.as_dict() == {"code": -32029, "message": "Request was throttled", "data": {"wait": 3}}
+    unauthenticated = to_error(drf_exceptions.NotAuthenticated())
+    assert (type(unauthenticated), unauthenticated.http_status) == (AuthenticationRequired, 401)
+    assert unauthenticated.message == "Authentication credentials were not provided."
+    denied = to_error(django_exceptions.PermissionDenied("internal detail"))
+    assert denied.as_dict() == {"code": -32003, "message": "Permission denied"}
+    assert denied.http_status == 403
+    assert type(to_error(drf_exceptions.ValidationError({"a": ["bad"]}))) is InvalidParams
+    assert type(to_error(django_exceptions.SuspiciousOperation("x"))) is InvalidRequest
+    own = MethodDisabled()
+    assert to_error(own) is own and own.traceback is None
+
+
+def test_to_error_answers_anything_else_as_an_internal_error_with_its_traceback(settings):
+    from jsonrpc_app.exceptions import InternalError, to_error
+
+    try:
+        raise ValueError("secret detail")
+    except ValueError as exc:
+        error = to_error(exc, "some.method")
+    assert type(error) is InternalError
+    assert error.as_dict() == {"code": -32603, "message": "Internal error"}
+    assert "ValueError: secret detail" in error.traceback
+    settings.JSONRPC = {"EXPOSE_EXCEPTIONS": True}
+    exposed = to_error(ValueError("shown"))
+    assert exposed.data["type"] == "ValueError" and exposed.data["message"] == "shown"

@@ -380,3 +380,26 @@ def test_deep_nesting_is_a_parse_error_and_the_next_request_is_served(call):
 def test_whitespace_around_the_json_text_is_allowed(call):
     answer = call(b' \t\r\n{"jsonrpc":"2.0","method":"get_data","id":1} \n')
     assert answer["result"] == ["hello", 5]
+
+
+# jsonrpc_app.protocol itself -------------------------------------------------------
+
+
+@pytest.mark.django_db(databases=[])
+def test_protocol_imports_no_django():
+    """protocol (and the package it lives in) can be imported, and parse, without Django."""
+    import pathlib
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('django', 'rest_framework')]\n"
+        "from jsonrpc_app import protocol\n"
+        "parsed = protocol.parse(b'{\"jsonrpc\": \"2.0\", \"method\": \"m\", \"id\": 1}')\n"
+        "assert parsed.items[0].method == 'm'\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'rest_framework')))\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,10 +1,9 @@
-"""The registry: rpc_method, autodiscovery, duplicate names, reserved names, system checks."""
+"""The registry: rpc_method, autodiscovery, duplicate names, reserved names, built-ins, system checks."""
 
 import pytest
-from django.core import checks
 
-from jsonrpc_app import AlreadyRegistered, MethodRegistry, NotRegistered, registry, rpc_method
-from jsonrpc_app.checks import check_method_names, check_settings
+from jsonrpc_app import AlreadyRegistered, Method, MethodRegistry, NotRegistered, registry, rpc_method
+from jsonrpc_app.checks import check_settings
 
 
 @pytest.fixture
@@ -41,7 +40,7 @@ def test_autodiscovery_imports_rpc_methods_of_installed_apps():
     assert registry.get("get_data").app_label == "examples"
 
 
-def test_duplicate_name_is_a_system_check_error_naming_both(fresh):
+def test_duplicate_name_is_refused_at_registration_naming_both(fresh):
     def first():
         pass
 
@@ -49,28 +48,71 @@ def test_duplicate_name_is_a_system_check_error_naming_both(fresh):
         pass
 
     fresh.register(first, "dup")
-    kept = fresh.register(second, "dup")
-    assert kept.func is first  # not a silent override
-    errors = [e for e in check_method_names() if e.id == "jsonrpc_app.E002"]
-    assert len(errors) == 1
-    assert "test_registry" in errors[0].msg
-    assert ".first" in errors[0].msg and ".second" in errors[0].msg
-    assert errors[0].level == checks.ERROR
+    with pytest.raises(AlreadyRegistered) as raised:
+        fresh.register(second, "dup")
+    message = str(raised.value)
+    assert "test_registry" in message
+    assert ".first" in message and ".second" in message
+    assert "'fresh'" in message
+    assert fresh.get("dup").func is first  # not a silent override
+
+
+def test_duplicate_name_is_refused_by_the_decorator_too(fresh):
+    @rpc_method(name="dup", registry=fresh)
+    def first():
+        pass
+
     with pytest.raises(AlreadyRegistered):
-        fresh.check_unique()
+
+        @rpc_method(name="dup", registry=fresh)
+        def second():
+            pass
+
+    assert fresh.get("dup").func is first
+
+
+def test_the_same_name_in_two_registries_is_not_a_duplicate(fresh):
+    def ping():
+        pass
+
+    other = MethodRegistry("other")
+    fresh.register(ping)
+    other.register(lambda: None, "ping")
+    assert fresh.get("ping").func is ping
 
 
 def test_registering_the_same_function_twice_is_not_a_duplicate(fresh):
     def same():
         pass
 
-    fresh.register(same)
-    fresh.register(same)
-    assert fresh.conflicts == []
+    first = fresh.register(same)
+    again = fresh.register(same)
+    assert fresh.get("same") is again and again.func is first.func is same
+    assert [m.name for m in fresh if m.name == "same"] == ["same"]
 
 
-def test_the_demo_has_no_duplicates():
-    assert check_method_names() == []
+def test_builtins_are_served_by_registries_built_before_and_after_they_are_added():
+    before = MethodRegistry("before")
+
+    def hello():
+        return "hi"
+
+    builtin = Method(hello, "rpc.test_hello", hidden=True)
+    try:
+        MethodRegistry.add_builtin(builtin)
+        after = MethodRegistry("after")
+        assert before.get("rpc.test_hello") is builtin
+        assert after.get("rpc.test_hello") is builtin
+        assert registry.get("rpc.test_hello") is builtin
+    finally:
+        del MethodRegistry.builtins["rpc.test_hello"]
+        for r in (before, after, registry):
+            r._registry.pop("rpc.test_hello", None)
+
+
+def test_a_builtin_needs_a_reserved_name():
+    with pytest.raises(ValueError, match="rpc."):
+        MethodRegistry.add_builtin(Method(lambda: None, "hello"))
 
 
 def test_reserved_prefix_is_refused(fresh):

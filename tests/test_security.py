@@ -303,9 +303,9 @@ def test_sensitive_params_never_reach_the_log_in_plain_text(client):
     post(client, req("secure.set_password", {"username": "alice", "password": "S3cr3t-pa55"}))
     post(client, req("secure.set_password", ["bob", "S3cr3t-pa55"], id=2))
     post(client, req("public.echo", [{"token": "S3cr3t-pa55"}], id=3))
-    for call in Call.objects.all():
-        assert "S3cr3t-pa55" not in json.dumps(call.params)
-        assert "S3cr3t-pa55" not in json.dumps(call.result)
+    for logged in Call.objects.all():
+        assert "S3cr3t-pa55" not in json.dumps(logged.params)
+        assert "S3cr3t-pa55" not in json.dumps(logged.result)
     for envelope in Envelope.objects.all():
         assert "S3cr3t-pa55" not in envelope.request_body
         assert "S3cr3t-pa55" not in envelope.response_body

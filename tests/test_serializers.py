@@ -97,9 +97,9 @@ def test_params_serializer_sees_the_call_context(typed):
 
 def test_params_serializer_failure_is_logged_as_an_invalid_params_call(typed):
     typed(req("serialized.order", {"quantity": "many"}))
-    call = Call.objects.get()
-    assert call.error_code == -32602
-    assert "sku" in call.error_data
+    logged = Call.objects.get()
+    assert logged.error_code == -32602
+    assert "sku" in logged.error_data
 
 
 # -- result_serializer -----------------------------------------------------------
@@ -165,9 +165,9 @@ def test_an_unserialisable_result_is_a_logged_internal_error_not_a_500(typed, ca
         answer = typed(req("unserialisable", id="u1"))
     assert answer == {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal error"}, "id": "u1"}
     assert any(r.levelno == logging.ERROR for r in caplog.records)
-    call = Call.objects.get()
-    assert call.error_code == -32603
-    assert call.result is None
+    logged = Call.objects.get()
+    assert logged.error_code == -32603
+    assert logged.result is None
 
 
 def test_an_unserialisable_result_in_a_batch_spares_the_others(client):

@@ -7,6 +7,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from jsonrpc_app import service
 from jsonrpc_app.context import CallContext
+from jsonrpc_app.exceptions import InvalidRequest
 from jsonrpc_app.models import Call, Envelope
 
 pytestmark = pytest.mark.django_db
@@ -47,9 +48,13 @@ def test_answer_to_notifications_only_is_empty_and_204():
 
 def test_answer_with_an_error_does_not_parse_the_body():
     context = CallContext(user=AnonymousUser(), source="http")
-    error = {"code": -32600, "message": "Invalid Request", "data": "too large"}
+    error = InvalidRequest(data="too large")
     answer = service.answer(b"[not even json", context, error=error)
-    assert answer.response == {"jsonrpc": "2.0", "error": error, "id": None}
+    assert answer.response == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Invalid Request", "data": "too large"},
+        "id": None,
+    }
     assert answer.envelope.error_code == -32600
 
 
@@ -71,7 +76,7 @@ def test_answer_applies_the_body_size_limit(settings):
     settings.JSONRPC = {"MAX_BODY_SIZE": 10}
     answer = service.answer(b'{"jsonrpc": "2.0", "method": "echo", "id": 1}', CallContext(user=AnonymousUser()))
     assert answer.response["error"]["code"] == -32600
-    assert "over the limit of 10" in answer.response["error"]["data"]
+    assert answer.response["error"]["data"] == "request body of 45 bytes is over the limit of 10 bytes"
 
 
 def test_answer_without_log_writes_nothing():

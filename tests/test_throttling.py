@@ -10,7 +10,7 @@ import json
 import pytest
 from django.contrib.auth.models import User
 
-from jsonrpc_app.exceptions import THROTTLED
+from jsonrpc_app.exceptions import Throttled
 from jsonrpc_app.models import Call, Envelope
 from tests.helpers import post, req
 from tests.security_urls import RUNS
@@ -23,7 +23,7 @@ pytestmark = [
 
 
 def assert_throttled(error):
-    assert error["code"] == THROTTLED
+    assert error["code"] == Throttled.code
     assert error["message"] == "Request was throttled"
     wait = error["data"]["wait"]
     assert isinstance(wait, int) and 0 < wait <= 60
@@ -57,7 +57,7 @@ def test_throttled_call_is_logged_with_its_error(client):
     for _ in range(3):
         post(client, "/secure/", req("secure.throttled"))
     outcomes = list(Call.objects.order_by("id").values_list("outcome", "error_code"))
-    assert outcomes == [("ok", None), ("ok", None), ("error", THROTTLED)]
+    assert outcomes == [("ok", None), ("ok", None), ("error", Throttled.code)]
 
 
 def test_method_user_throttle_counts_per_user(client):
@@ -71,7 +71,7 @@ def test_method_user_throttle_counts_per_user(client):
     assert post(client, "/secure/", req("secure.user_throttled"), **as_user("alice"))["result"] == "ok"
     assert_throttled(post(client, "/secure/", req("secure.user_throttled"), **as_user("alice"))["error"])
     assert post(client, "/secure/", req("secure.user_throttled"), **as_user("bob"))["result"] == "ok"
-    assert Call.objects.filter(user=alice, error_code=THROTTLED).count() == 1
+    assert Call.objects.filter(user=alice, error_code=Throttled.code).count() == 1
 
 
 def test_scoped_rate_throttle_reads_the_methods_throttle_scope(client):
@@ -86,7 +86,7 @@ def test_endpoint_throttle_fails_the_whole_envelope(client):
     assert answer["id"] is None
     assert_throttled(answer["error"])
     assert RUNS["count"] == 2
-    assert Envelope.objects.filter(error_code=THROTTLED).count() == 1
+    assert Envelope.objects.filter(error_code=Throttled.code).count() == 1
 
 
 def test_endpoint_throttle_does_not_touch_other_endpoints(client):
@@ -110,6 +110,6 @@ def test_endpoint_throttle_sends_retry_after_and_method_throttle_does_not(client
     assert response["Retry-After"] == str(wait)
     for _ in range(3):
         response = client.generic("POST", "/secure/", json.dumps(req("secure.throttled")), content_type="application/json")
-    assert json.loads(response.content)["error"]["code"] == THROTTLED
+    assert json.loads(response.content)["error"]["code"] == Throttled.code
     # Other calls of the same batch may have succeeded: no header for one call.
     assert not response.has_header("Retry-After")
