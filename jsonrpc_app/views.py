@@ -25,7 +25,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from . import openrpc, protocol, service
+from . import log, openrpc, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
 from .encoding import json_default
@@ -244,7 +244,6 @@ class JsonRpcView(View):
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         start = _perf()
-        settings = jsonrpc_settings
         body, error = read_body(request, body_limit())
         drf_request = wrap_request(request, self.get_authenticators())
         context = CallContext(
@@ -252,7 +251,7 @@ class JsonRpcView(View):
             source=self.source,
             registry=self.get_registry(),
             endpoint=request.path,
-            log=settings.LOG_POLICY != "none",
+            log=log.is_on(),
         )
         if error is None:
             error = self.endpoint_error(drf_request)

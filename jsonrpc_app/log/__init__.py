@@ -31,7 +31,7 @@ from django.core.signals import request_finished
 
 from ..conf import jsonrpc_settings
 from . import store, writer
-from .rows import build_rows
+from .rows import build_rows, is_on
 from .sql import write_uncommitted
 
 logger = logging.getLogger("jsonrpc_app")
@@ -62,7 +62,7 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
     not be written, or the envelope was queued for the background writer
     (not saved yet); never raise.
     """
-    if records is None or jsonrpc_settings.LOG_POLICY == "none":
+    if records is None:
         return None
     try:
         rows = build_rows(

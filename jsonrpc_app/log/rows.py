@@ -84,12 +84,17 @@ def report_failure(rows):
 # -- building rows -----------------------------------------------------------
 
 
+def is_on():
+    """Whether the call log records anything: the one place that reads LOG_POLICY "none"."""
+    return jsonrpc_settings.LOG_POLICY != "none"
+
+
 def build_rows(context, records, *, request_body=b"", response_body=b"", http_status=200,
                duration=0.0, envelope=None, remote_addr=None, user_agent=""):
     """Return the LogRows of one envelope, or None when the policy logs nothing of it."""
-    policy = jsonrpc_settings.LOG_POLICY
-    if policy == "none":
+    if not is_on():
         return None
+    policy = jsonrpc_settings.LOG_POLICY
     envelope_error = envelope.error if envelope is not None else None
     logged = [r for r in records if r.log]
     opted_out = len(logged) != len(records)
