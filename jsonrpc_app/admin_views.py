@@ -39,7 +39,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.utils.translation import ngettext
 
-from . import protocol, service
+from . import openrpc, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
 from .models import Call, Envelope
@@ -132,11 +132,7 @@ def signature_text(method):
 def param_schemas(method):
     """Return {param name: JSON Schema text} from the OpenRPC description, or {}."""
     try:
-        from .openrpc import method_schema
-    except ImportError:
-        return {}
-    try:
-        descriptors = method_schema(method)["params"]
+        descriptors = openrpc.method_schema(method)["params"]
     except Exception:  # a type the schema builder cannot describe: show the page anyway
         return {}
     return {d["name"]: _compact(d["schema"]) for d in descriptors if d.get("schema")}
@@ -183,41 +179,16 @@ def declared_errors(method):
     return rows
 
 
-_PLACEHOLDERS = {int: 0, float: 0.0, str: "", bool: False, list: [], tuple: [], set: [], dict: {}}
-
-
-def _placeholder(p):
-    if p.default is not P.empty:
-        try:
-            json.dumps(p.default)
-        except (TypeError, ValueError):
-            pass
-        else:
-            return p.default
-    annotation = p.annotation
-    origin = getattr(annotation, "__origin__", None)
-    return _PLACEHOLDERS.get(origin or annotation, None)
-
-
 def params_skeleton(method):
     """
     Return the params to prefill the Try-it form with (a list, a dict or None).
 
-    The OpenRPC module's skeleton, built from the param schemas, is used when
-    it is there; otherwise one placeholder per parameter from its annotation.
+    Built from the param schemas (each type's example comes from
+    ``jsonrpc_app.types``); None when the method takes no params.
     """
-    params = method.binder.params
-    if not params and method.params_serializer is None:
+    if not method.binder.params and method.params_serializer is None:
         return None
-    try:
-        from .openrpc import params_skeleton as from_schema
-    except ImportError:
-        from_schema = None
-    if from_schema is not None:
-        return from_schema(method)
-    if any(p.kind in (P.POSITIONAL_ONLY, P.VAR_POSITIONAL) for p in params):
-        return [_placeholder(p) for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-    return {p.name: _placeholder(p) for p in params if p.kind is not P.VAR_KEYWORD}
+    return openrpc.params_skeleton(method)
 
 
 # -- usage from the log -------------------------------------------------------
