@@ -15,7 +15,9 @@ from django.test import Client
 from django.utils import timezone
 
 from jsonrpc_app import JsonRpcError, MethodRegistry
-from jsonrpc_app.admin_views import Comparison, params_skeleton, usage_stats
+from jsonrpc_app.admin.methods import params_skeleton
+from jsonrpc_app.admin.replay import Comparison
+from jsonrpc_app.admin.usage import usage_stats
 from jsonrpc_app.models import Call, Envelope, RpcMethod
 from jsonrpc_app.registry import registry
 

@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from jsonrpc_app.admin_views import usage_stats
+from jsonrpc_app.admin.usage import usage_stats
 from jsonrpc_app.models import Call, Envelope
 
 pytestmark = pytest.mark.django_db
