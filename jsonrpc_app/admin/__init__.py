@@ -8,10 +8,10 @@ answers (``replay``, mixed into the envelope admin), usage from the log
 
 from django.contrib import admin
 
-from ..models import Call, Envelope, RpcMethod
+from ..models import Call, Envelope, MethodEntry
 from .log import CallAdmin, EnvelopeAdmin
-from .methods import RpcMethodAdmin
+from .methods import MethodEntryAdmin
 
 admin.site.register(Envelope, EnvelopeAdmin)
 admin.site.register(Call, CallAdmin)
-admin.site.register(RpcMethod, RpcMethodAdmin)
+admin.site.register(MethodEntry, MethodEntryAdmin)

@@ -171,7 +171,7 @@ def params_skeleton(method):
 # -- the method browser ---------------------------------------------------------
 
 
-class RpcMethodAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
+class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
     """
     The method browser: the index of a registry's methods and one page per method.
 
@@ -292,7 +292,7 @@ class RpcMethodAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(
             request,
-            self.index_template or "admin/jsonrpc_app/rpcmethod/index.html",
+            self.index_template or "admin/jsonrpc_app/methodentry/index.html",
             context,
         )
 
@@ -357,6 +357,6 @@ class RpcMethodAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(
             request,
-            self.detail_template or "admin/jsonrpc_app/rpcmethod/detail.html",
+            self.detail_template or "admin/jsonrpc_app/methodentry/detail.html",
             context,
         )
