@@ -33,6 +33,7 @@ import datetime
 import decimal
 import enum
 import inspect
+import ipaddress
 import json
 import re
 import types
@@ -262,6 +263,7 @@ LEAVES = [
     _string_leaf(datetime.time, datetime.time.fromisoformat, "time", "an ISO 8601 time string", "00:00:00"),
     _string_leaf(datetime.timedelta, _parse_duration, "duration", "an ISO 8601 duration string", "P1D"),
     _string_leaf(uuid.UUID, uuid.UUID, "uuid", "a UUID string", "00000000-0000-0000-0000-000000000000"),
+    _string_leaf(ipaddress.IPv4Address, ipaddress.IPv4Address, "ipv4", "an IPv4 address string", "192.0.2.1"),
     Leaf(
         (decimal.Decimal,),
         _check_decimal,

@@ -764,3 +764,16 @@ def test_migration_0007_keeps_a_grant_of_the_renamed_view_permission(django_user
     assert django_user_model.objects.get(pk=user.pk).has_perm("jsonrpc_app.view_rpcmethod")
     migration.forwards(global_apps, editor)
     assert Permission.objects.filter(codename="view_methodentry", content_type__app_label="jsonrpc_app").count() == 1
+
+
+def test_the_try_it_placeholder_of_an_ipv4_address_is_a_sample_address():
+    import ipaddress
+
+    reg = MethodRegistry("ip")
+
+    def ping(host: ipaddress.IPv4Address, hops: list[ipaddress.IPv4Address]) -> bool:
+        return True
+
+    reg.register(ping)
+    assert params_skeleton(reg.get("ping")) == {"host": "192.0.2.1", "hops": []}
+    assert reg.get("ping").binder.bind(params_skeleton(reg.get("ping")))[1]["host"] == ipaddress.IPv4Address("192.0.2.1")
