@@ -216,7 +216,7 @@ class Call(models.Model):
         return "%s [%s]" % (self.method or _("(invalid request)"), self.outcome)
 
 
-class RpcMethod(Envelope):
+class MethodEntry(Envelope):
     """
     The admin's method browser: no rows of its own; the proxy gives the browser
     its place on the admin index, next to the call log, and its view permission.

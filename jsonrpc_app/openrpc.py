@@ -19,85 +19,23 @@ an example params value that the method accepts.
 """
 
 import dataclasses
-import datetime
-import decimal
-import enum
 import inspect
 import re
-import types
-import typing
-import uuid
 
+from . import types
 from .context import CallContext
-from .params import (
-    _DICT_ORIGINS,
-    _LIST_ORIGINS,
-    _SET_ORIGINS,
-    NoneType,
-    dataclass_init_fields,
-    unwrap,
-)
 from .registry import Method
+from .types import FORMAT_EXAMPLES, jsonable
 
 OPENRPC_VERSION = "1.3.2"
 DISCOVER = "rpc.discover"
 
 P = inspect.Parameter
 
-_DECIMAL_PATTERN = r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$"
-
-_SCALARS = {
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    str: {"type": "string"},
-    bool: {"type": "boolean"},
-    NoneType: {"type": "null"},
-    None: {"type": "null"},
-    # "items" always present: client generators choke on an array without it.
-    list: {"type": "array", "items": {}},
-    dict: {"type": "object"},
-    tuple: {"type": "array", "items": {}},
-    set: {"type": "array", "items": {}, "uniqueItems": True},
-    frozenset: {"type": "array", "items": {}, "uniqueItems": True},
-    datetime.datetime: {"type": "string", "format": "date-time"},
-    datetime.date: {"type": "string", "format": "date"},
-    datetime.time: {"type": "string", "format": "time"},
-    datetime.timedelta: {"type": "string", "format": "duration"},
-    uuid.UUID: {"type": "string", "format": "uuid"},
-}
-
-
-def _hints(cls):
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:
-        return dict(getattr(cls, "__annotations__", {}))
-
-
-def _jsonable(value):
-    """Return ``value`` as JSON if it has a plain JSON form, else raise TypeError."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    if value is None or type(value) in (str, int, bool):
-        return value
-    if type(value) is float:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise TypeError("not finite")
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (datetime.date, datetime.time, decimal.Decimal, uuid.UUID, datetime.timedelta)):
-        from .encoding import json_default
-
-        return json_default(value)
-    raise TypeError("no JSON form")
-
 
 class SchemaBuilder:
     """
-    JSON Schemas for annotations.
+    JSON Schemas for annotations, read from their ``jsonrpc_app.types`` nodes.
 
     ``mode`` is "input" (what params accept) or "output" (how results are
     written). With ``components`` (a dict), dataclasses, TypedDicts and enums
@@ -111,30 +49,17 @@ class SchemaBuilder:
         self._building = set()
 
     def schema(self, annotation):
-        annotation = unwrap(annotation)
-        if annotation is P.empty or annotation is typing.Any or annotation is object:
-            return {}
-        if isinstance(annotation, (str, typing.ForwardRef, typing.TypeVar)):
-            return {}
-        try:
-            scalar = _SCALARS.get(annotation)
-        except TypeError:
-            scalar = None
-        if scalar is not None:
-            return dict(scalar)
-        if annotation is decimal.Decimal:
-            if self.mode == "input":
-                return {
-                    "anyOf": [
-                        {"type": "string", "format": "decimal", "pattern": _DECIMAL_PATTERN},
-                        {"type": "number"},
-                    ]
-                }
-            return {"type": "string", "format": "decimal"}
-        origin = typing.get_origin(annotation)
-        args = typing.get_args(annotation)
-        if origin is typing.Union or origin is types.UnionType:
-            members = [self.schema(a) for a in args]
+        return self.node_schema(types.normalise(annotation))
+
+    def node_schema(self, node):
+        kind = node.kind
+        if kind == types.LEAF:
+            leaf = node.leaf
+            if self.mode == "output" and leaf.output_schema is not None:
+                return dict(leaf.output_schema)
+            return dict(leaf.schema)
+        if kind == types.UNION:
+            members = [self.node_schema(n) for n in node.args]
             if any(m == {} for m in members):
                 return {}
             unique = []
@@ -142,49 +67,39 @@ class SchemaBuilder:
                 if m not in unique:
                     unique.append(m)
             return unique[0] if len(unique) == 1 else {"anyOf": unique}
-        if origin is typing.Literal:
-            values = [_jsonable(a) for a in args]
-            schema = {"enum": values}
-            kind = _common_type(values)
-            if kind:
-                schema["type"] = kind
+        if kind == types.LITERAL:
+            return _enum_schema({}, [jsonable(a) for a in node.values])
+        if kind == types.LIST:
+            # "items" always present: client generators choke on an array without it.
+            schema = {"type": "array", "items": self.node_schema(node.args[0])}
+            if node.cls in (set, frozenset):
+                schema["uniqueItems"] = True
             return schema
-        if origin in _LIST_ORIGINS:
-            return {"type": "array", "items": self.schema(args[0]) if args else {}}
-        if origin is tuple:
-            if not args or (len(args) == 2 and args[1] is Ellipsis):
-                return {"type": "array", "items": self.schema(args[0]) if args else {}}
+        if kind == types.TUPLE:
             return {
                 "type": "array",
-                "items": [self.schema(a) for a in args],
-                "minItems": len(args),
-                "maxItems": len(args),
+                "items": [self.node_schema(n) for n in node.args],
+                "minItems": len(node.args),
+                "maxItems": len(node.args),
                 "additionalItems": False,
             }
-        if origin in _SET_ORIGINS:
-            return {"type": "array", "items": self.schema(args[0]) if args else {}, "uniqueItems": True}
-        if origin in _DICT_ORIGINS:
+        if kind == types.DICT:
+            key, value = node.args
             schema = {"type": "object"}
-            if len(args) > 1:
-                value = self.schema(args[1])
-                if value != {}:
-                    schema["additionalProperties"] = value
-                if unwrap(args[0]) is int:
-                    schema["propertyNames"] = {"pattern": "^-?[0-9]+$"}
+            value = self.node_schema(value)
+            if value != {}:
+                schema["additionalProperties"] = value
+            if key.kind == types.LEAF and key.leaf.key_pattern:
+                schema["propertyNames"] = {"pattern": key.leaf.key_pattern}
             return schema
-        if isinstance(annotation, type):
-            if issubclass(annotation, enum.Enum):
-                return self._named(annotation, self._enum)
-            if typing.is_typeddict(annotation):
-                return self._named(annotation, self._typeddict)
-            if dataclasses.is_dataclass(annotation):
-                return self._named(annotation, self._dataclass)
-            if annotation in _LIST_ORIGINS:
-                return {"type": "array", "items": {}}
-            if annotation in _DICT_ORIGINS:
-                return {"type": "object"}
-            if _is_queryset(annotation):
-                return {"type": "array", "items": {}}
+        if kind == types.ENUM:
+            return self._named(node.cls, self._enum)
+        if kind == types.TYPEDDICT:
+            return self._named(node.cls, self._typeddict)
+        if kind == types.DATACLASS:
+            return self._named(node.cls, self._dataclass)
+        if kind == types.QUERYSET:
+            return {"type": "array", "items": {}}
         return {}
 
     def _named(self, cls, build):
@@ -228,11 +143,7 @@ class SchemaBuilder:
         return name
 
     def _enum(self, cls):
-        values = [_jsonable(m.value) for m in cls]
-        schema = {"title": cls.__name__, "enum": values}
-        kind = _common_type(values)
-        if kind:
-            schema["type"] = kind
+        schema = _enum_schema({"title": cls.__name__}, [jsonable(m.value) for m in cls])
         doc = _class_doc(cls)
         if doc:
             schema["description"] = doc
@@ -250,32 +161,38 @@ class SchemaBuilder:
         return schema
 
     def _typeddict(self, cls):
-        hints = _hints(cls)
-        properties = {name: self.schema(hint) for name, hint in hints.items()}
-        required = [k for k in hints if k in cls.__required_keys__]
-        return self._object(cls, properties, required)
+        fields = types.typeddict_fields(cls)
+        properties = {f.name: self.schema(f.annotation) for f in fields}
+        return self._object(cls, properties, [f.name for f in fields if f.required])
 
     def _dataclass(self, cls):
         properties = {}
         required = []
         if self.mode == "input":
-            for f, hint in dataclass_init_fields(cls):
-                properties[f.name] = s = self.schema(hint)
+            for f in types.dataclass_fields(cls):
+                properties[f.name] = s = self.schema(f.annotation)
                 if f.default is not dataclasses.MISSING:
                     _set_default(s, f.default)
-                elif f.default_factory is dataclasses.MISSING:
+                elif f.required:
                     required.append(f.name)
         else:
-            hints = _hints(cls)
-            for f in dataclasses.fields(cls):
-                properties[f.name] = self.schema(hints.get(f.name, f.type))
+            for f in types.dataclass_fields(cls, init_only=False):
+                properties[f.name] = self.schema(f.annotation)
                 required.append(f.name)
         return self._object(cls, properties, required)
 
 
+def _enum_schema(schema, values):
+    schema["enum"] = values
+    kind = types.common_type(values)
+    if kind:
+        schema["type"] = kind
+    return schema
+
+
 def _set_default(schema, value):
     try:
-        schema["default"] = _jsonable(value)
+        schema["default"] = jsonable(value)
     except TypeError:
         pass
 
@@ -285,34 +202,6 @@ def _class_doc(cls):
     if not doc or (dataclasses.is_dataclass(cls) and doc.startswith(cls.__name__ + "(")):
         return ""  # the generated dataclass signature says nothing
     return inspect.cleandoc(doc)
-
-
-def _common_type(values):
-    kinds = set()
-    for v in values:
-        if v is None:
-            kinds.add("null")
-        elif isinstance(v, bool):
-            kinds.add("boolean")
-        elif isinstance(v, int):
-            kinds.add("integer")
-        elif isinstance(v, float):
-            kinds.add("number")
-        elif isinstance(v, str):
-            kinds.add("string")
-        else:
-            return None
-    if kinds == {"integer", "number"}:
-        return "number"
-    return kinds.pop() if len(kinds) == 1 else None
-
-
-def _is_queryset(cls):
-    try:
-        from django.db.models import QuerySet
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(cls, type) and issubclass(cls, QuerySet)
 
 
 # -- DRF serializers -------------------------------------------------------------
@@ -468,9 +357,8 @@ def result_descriptor(method, builder):
     ret = method.signature.return_annotation
     if method.result_serializer is not None:
         item = serializer_schema(method.result_serializer, "output")
-        unwrapped = unwrap(ret)
-        origin = typing.get_origin(unwrapped) or unwrapped
-        if origin in _LIST_ORIGINS or origin in (list, tuple) or _is_queryset(origin):
+        node = types.normalise(ret)
+        if node.kind in (types.TUPLE, types.QUERYSET) or (node.kind == types.LIST and node.cls in (list, tuple)):
             schema = {"type": "array", "items": item}
         elif ret is P.empty:
             schema = {"anyOf": [item, {"type": "array", "items": item}]}
@@ -499,7 +387,7 @@ def error_object(error):
     obj = {"code": code, "message": str(message)}
     if data is not None:
         try:
-            obj["data"] = _jsonable(data)
+            obj["data"] = jsonable(data)
         except TypeError:
             pass
     return obj
@@ -620,16 +508,8 @@ def discover_method() -> Method:
 
 # -- examples ------------------------------------------------------------------------
 
-_FORMAT_EXAMPLES = {
-    "date-time": "2024-01-01T00:00:00Z",
-    "date": "2024-01-01",
-    "time": "00:00:00",
-    "duration": "P1D",
-    "uuid": "00000000-0000-0000-0000-000000000000",
-    "decimal": "0",
-    "email": "user@example.com",
-    "uri": "https://example.com/",
-}
+# The leaf types' own examples, and those of the formats DRF fields state.
+_FORMAT_EXAMPLES = {**FORMAT_EXAMPLES, "email": "user@example.com", "uri": "https://example.com/"}
 
 
 def example(schema, depth=0):

@@ -10,32 +10,23 @@ gets ``-32602 Invalid params`` with ``data`` listing each offending value as
 the method never runs. The method itself is never called to find out (a
 TypeError raised inside it is its own error).
 
-Annotations understood: ``int``, ``float``, ``str``, ``bool``, ``None``,
-``list[T]``, ``tuple[...]``, ``set[T]``, ``dict[str, T]``, ``T | None``
-and other unions, ``Literal[...]``, ``Enum`` subclasses (by value),
-``datetime``/``date``/``time``/``timedelta``/``Decimal``/``UUID`` (from
-their JSON string forms, as Django's JSON encoder writes them),
-``TypedDict`` and dataclasses (nested to any depth), ``Annotated[T, ...]``
-and ``NewType``. Unannotated parameters, ``Any``, ``object`` and classes it
-cannot build from JSON accept any value as it came.
+The annotations understood are those ``jsonrpc_app.types`` normalises: the
+converters are built from its nodes (a leaf type brings its own converter).
+Unannotated parameters, ``Any``, ``object`` and classes it cannot build from
+JSON accept any value as it came.
 """
 
-import dataclasses
-import datetime
-import decimal
 import enum
 import inspect
+import json
 import re
-import types
-import typing
-import uuid
-from collections import abc
 
+from . import types
 from .exceptions import InvalidParams
+from .types import NoneType, fail, got, json_kind, json_repr, param_error, type_check
 
 _EMPTY = {}
 P = inspect.Parameter
-NoneType = type(None)
 
 # Errors reported for one call at most; past this the rest are summed up.
 MAX_ERRORS = 100
@@ -62,34 +53,6 @@ def _signature(func):
     return sig.replace(parameters=params)
 
 
-def param_error(path, message, expected=None):
-    error = {"path": path, "message": message}
-    if expected is not None:
-        error["expected"] = expected
-    return error
-
-
-_JSON_KINDS = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    NoneType: "null",
-}
-
-
-def json_kind(value):
-    """Name the JSON type of a decoded value: "integer", "string", "null", ..."""
-    return _JSON_KINDS.get(type(value), type(value).__name__)
-
-
-def _fail(path, expected, value):
-    message = "expected %s, got %s" % (expected, _got(value))
-    return InvalidParams(data=[param_error(path, message, expected)])
-
-
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -97,8 +60,6 @@ def key_path(path, key):
     """The path of ``key`` inside the object at ``path``: ``a.b``, or ``a["x y"]``."""
     if _IDENTIFIER.match(key):
         return "%s.%s" % (path, key) if path else key
-    import json
-
     return "%s[%s]" % (path, json.dumps(key))
 
 
@@ -112,118 +73,12 @@ def _merge(errors, exc):
 
 # -- converters ---------------------------------------------------------------
 #
-# A converter is ``f(value, path) -> value`` that returns the value the method
-# gets (the JSON value itself, or what it converts to) or raises InvalidParams
-# whose data lists every error found. A converter whose only work is a type
-# test carries ``fast_types``, the exact types it passes through unchanged:
-# the binder tests those inline and calls nothing.
+# One converter per normalised annotation (see jsonrpc_app.types for what a
+# converter is): the leaves bring their own, the structure is built here.
 
-
-def _fast(types_, expected):
-    def check(value, path):
-        if type(value) in types_:
-            return value
-        raise _fail(path, expected, value)
-
-    check.fast_types = types_
-    check.expected = expected
-    return check
-
-
-def _check_int(value, path):
-    t = type(value)
-    if t is int:
-        return value
-    # 2.0 is an integer in JSON terms; 1.5 is not, and is never truncated.
-    if t is float and value.is_integer():
-        return int(value)
-    raise _fail(path, "integer", value)
-
-
-_check_int.fast_types = (int,)
-_check_int.expected = "integer"
-
-# float accepts any JSON number; an integer stays an int (7, not 7.0).
-_check_float = _fast((float, int), "number")
-_check_str = _fast((str,), "string")
-_check_bool = _fast((bool,), "boolean")
-_check_none = _fast((NoneType,), "null")
-_check_list = _fast((list,), "array")
-_check_dict = _fast((dict,), "object")
-
-_SIMPLE = {
-    int: _check_int,
-    float: _check_float,
-    str: _check_str,
-    bool: _check_bool,
-    NoneType: _check_none,
-    None: _check_none,
-    list: _check_list,
-    dict: _check_dict,
-}
-
-
-def _string_parser(parse, expected, detail):
-    def convert(value, path):
-        if type(value) is str:
-            try:
-                result = parse(value)
-            except (ValueError, TypeError, OverflowError, decimal.InvalidOperation):
-                result = None
-            if result is not None:
-                return result
-            # The text itself is not echoed: it may be a secret.
-            raise InvalidParams(data=[param_error(path, "expected %s" % detail, expected)])
-        raise _fail(path, expected, value)
-
-    convert.expected = expected
-    return convert
-
-
-def _parse_duration(text):
-    from django.utils.dateparse import parse_duration
-
-    return parse_duration(text)
-
-
-_DECIMAL = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
-
-
-def _parse_decimal(text):
-    if not _DECIMAL.match(text):
-        return None
-    return decimal.Decimal(text)
-
-
-def _check_decimal(value, path):
-    t = type(value)
-    if t is str:
-        return _decimal_from_string(value, path)
-    if t is int:
-        return decimal.Decimal(value)
-    if t is float:
-        # The shortest repr round-trips: 0.1 -> Decimal("0.1"), not 0.1000000000000000055...
-        return decimal.Decimal(repr(value))
-    raise _fail(path, "decimal", value)
-
-
-_decimal_from_string = _string_parser(_parse_decimal, "decimal", "a decimal number as a string")
-_check_decimal.expected = "decimal"
-
-_PARSERS = {
-    datetime.datetime: _string_parser(
-        datetime.datetime.fromisoformat, "date-time", "an ISO 8601 date-time string"
-    ),
-    datetime.date: _string_parser(datetime.date.fromisoformat, "date", "an ISO 8601 date string"),
-    datetime.time: _string_parser(datetime.time.fromisoformat, "time", "an ISO 8601 time string"),
-    datetime.timedelta: _string_parser(_parse_duration, "duration", "an ISO 8601 duration string"),
-    uuid.UUID: _string_parser(uuid.UUID, "uuid", "a UUID string"),
-    decimal.Decimal: _check_decimal,
-}
-
-_LIST_ORIGINS = {list, abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection}
-_SET_ORIGINS = {set, frozenset, abc.Set, abc.MutableSet}
-_DICT_ORIGINS = {dict, abc.Mapping, abc.MutableMapping}
+_check_none = types.normalise(None).leaf.convert
+_check_list = type_check((list,), "array")
+_check_dict = type_check((dict,), "object")
 
 _cache = {}
 
@@ -240,69 +95,40 @@ def converter_for(annotation):
     except KeyError:
         pass
     except TypeError:  # unhashable annotation: build it, do not cache it
-        return _build(annotation)
-    conv = _build(annotation)
+        return _build(types.normalise(annotation))
+    conv = _build(types.normalise(annotation))
     _cache.setdefault(annotation, conv)
     return _cache[annotation]
 
 
-def unwrap(annotation):
-    """Strip Annotated[...] and NewType down to the type that is checked."""
-    while True:
-        if typing.get_origin(annotation) is typing.Annotated:
-            annotation = annotation.__origin__
-        elif hasattr(annotation, "__supertype__"):
-            annotation = annotation.__supertype__
-        else:
-            return annotation
+def _node_converter(node):
+    # Class nodes are cached by class (recursion); the rest are small to build.
+    if node.kind in (types.TYPEDDICT, types.DATACLASS):
+        return converter_for(node.cls)
+    return _build(node)
 
 
-def _build(annotation):
-    annotation = unwrap(annotation)
-    if annotation is P.empty or annotation is typing.Any or annotation is object:
-        return None
-    if isinstance(annotation, (str, typing.ForwardRef, typing.TypeVar)):
-        # Not resolvable here: accept anything rather than guess.
-        return None
-    try:
-        simple = _SIMPLE.get(annotation)
-    except TypeError:
-        simple = None
-    if simple is not None:
-        return simple
-    if annotation in _PARSERS:
-        return _PARSERS[annotation]
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Union or origin is types.UnionType:
-        return _union(args)
-    if origin is typing.Literal:
-        return _literal(args)
-    if origin in _LIST_ORIGINS or annotation in (abc.Sequence, typing.Sequence):
-        return _sequence(args[0] if args else None, list)
-    if origin is tuple or annotation is tuple:
-        if not args or (len(args) == 2 and args[1] is Ellipsis):
-            return _sequence(args[0] if args else None, tuple)
-        if args == ((),):  # tuple[()]
-            return _fixed_tuple(())
-        return _fixed_tuple(args)
-    if origin in _SET_ORIGINS or annotation in (set, frozenset):
-        return _sequence(args[0] if args else None, frozenset if (origin or annotation) is frozenset else set)
-    if origin in _DICT_ORIGINS:
-        return _mapping(args[0] if args else None, args[1] if len(args) > 1 else None)
-    if isinstance(annotation, type):
-        if issubclass(annotation, enum.Enum):
-            return _enum(annotation)
-        if typing.is_typeddict(annotation):
-            return _recursive(annotation, _typeddict)
-        if dataclasses.is_dataclass(annotation):
-            return _recursive(annotation, _dataclass)
-        if annotation in _DICT_ORIGINS:
-            return _check_dict
-        if annotation in _LIST_ORIGINS:
-            return _check_list
-    # A class that JSON cannot hold (a model, a custom class): not checked.
-    return None
+def _build(node):
+    kind = node.kind
+    if kind == types.LEAF:
+        return node.leaf.convert
+    if kind == types.UNION:
+        return _union(node.args)
+    if kind == types.LITERAL:
+        return _literal(node.values)
+    if kind == types.LIST:
+        return _sequence(node.args[0], node.cls)
+    if kind == types.TUPLE:
+        return _fixed_tuple(node.args)
+    if kind == types.DICT:
+        return _mapping(*node.args)
+    if kind == types.ENUM:
+        return _enum(node.cls)
+    if kind == types.TYPEDDICT:
+        return _recursive(node.cls, _typeddict)
+    if kind == types.DATACLASS:
+        return _recursive(node.cls, _dataclass)
+    return None  # ANY, QUERYSET: not checked
 
 
 def _recursive(cls, build):
@@ -329,8 +155,8 @@ def _describe(conv):
     return getattr(conv, "expected", None) or "value"
 
 
-def _union(args):
-    members = [converter_for(a) for a in args]
+def _union(nodes):
+    members = [_node_converter(n) for n in nodes]
     if any(m is None for m in members):
         return None  # Any in a union accepts anything
     if len(members) == 1:
@@ -363,7 +189,7 @@ def _union(args):
                     first = exc
         if first is not None:
             raise first
-        raise _fail(path, expected, value)
+        raise fail(path, expected, value)
 
     union.expected = expected
     if all(hasattr(m, "fast_types") for m in members):
@@ -389,14 +215,14 @@ def _literal(args):
         else:
             allowed[(type(arg), arg)] = arg
     shown = [a.value if isinstance(a, enum.Enum) else a for a in args]
-    expected = "one of %s" % ", ".join(_json_repr(v) for v in shown)
+    expected = "one of %s" % ", ".join(json_repr(v) for v in shown)
 
     def literal(value, path):
         try:
             return allowed[(type(value), value)]
         except (KeyError, TypeError):
             raise InvalidParams(
-                data=[param_error(path, "expected %s, got %s" % (expected, _got(value)), expected)]
+                data=[param_error(path, "expected %s, got %s" % (expected, got(value)), expected)]
             ) from None
 
     literal.expected = expected
@@ -404,28 +230,9 @@ def _literal(args):
     return literal
 
 
-def _json_repr(value):
-    import json
-
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _got(value):
-    # Numbers, booleans and null are shown; strings are not (they may be secrets).
-    t = type(value)
-    if t is int and not -(10**15) < value < 10**15:
-        return "integer"
-    if t is int or t is float or t is bool or value is None:
-        return "%s %s" % (json_kind(value), _json_repr(value)) if value is not None else "null"
-    return json_kind(value)
-
-
 def _enum(cls):
     members = {(type(m.value), m.value): m for m in cls}
-    expected = "one of %s" % ", ".join(_json_repr(m.value) for m in cls)
+    expected = "one of %s" % ", ".join(json_repr(m.value) for m in cls)
 
     def convert(value, path):
         try:
@@ -435,7 +242,7 @@ def _enum(cls):
                 data=[
                     param_error(
                         path,
-                        "expected %s (%s), got %s" % (expected, cls.__name__, _got(value)),
+                        "expected %s (%s), got %s" % (expected, cls.__name__, got(value)),
                         expected,
                     )
                 ]
@@ -445,14 +252,16 @@ def _enum(cls):
     return convert
 
 
-def _sequence(item_annotation, result_type):
-    item = converter_for(item_annotation) if item_annotation is not None else None
+def _sequence(item_node, result_type):
+    item = _node_converter(item_node)
+    if item is None and result_type is list:
+        return _check_list
     expected = "array"
     fast = getattr(item, "fast_types", None)
 
     def convert(value, path):
         if type(value) is not list:
-            raise _fail(path, expected, value)
+            raise fail(path, expected, value)
         if item is None:
             return value if result_type is list else result_type(value)
         if fast is not None:
@@ -477,22 +286,22 @@ def _sequence(item_annotation, result_type):
         try:
             return result_type(out)
         except TypeError:  # set of unhashable items
-            raise _fail(path, "array of distinct hashable values", value) from None
+            raise fail(path, "array of distinct hashable values", value) from None
 
     convert.expected = expected
     return convert
 
 
-def _fixed_tuple(annotations):
-    items = [converter_for(a) for a in annotations]
+def _fixed_tuple(nodes):
+    items = [_node_converter(n) for n in nodes]
     n = len(items)
     expected = "array of %d items" % n
 
     def convert(value, path):
         if type(value) is not list or len(value) != n:
-            got = "array of %d items" % len(value) if type(value) is list else json_kind(value)
+            shown = "array of %d items" % len(value) if type(value) is list else json_kind(value)
             raise InvalidParams(
-                data=[param_error(path, "expected %s, got %s" % (expected, got), expected)]
+                data=[param_error(path, "expected %s, got %s" % (expected, shown), expected)]
             )
         out = []
         errors = None
@@ -512,34 +321,28 @@ def _fixed_tuple(annotations):
     return convert
 
 
-def _key_converter(annotation):
-    annotation = unwrap(annotation) if annotation is not None else None
-    if annotation in (None, str, typing.Any, object):
+def _key_converter(node):
+    if node.kind == types.ANY or node is _STR:
         return None
-    if annotation is int:
-        # JSON object keys are strings: "3" is the key 3.
-        def int_key(key, path):
-            if re.fullmatch(r"-?[0-9]+", key):
-                return int(key)
-            raise InvalidParams(
-                data=[param_error(path, "expected an integer key, got %s" % _json_repr(key), "integer")]
-            )
-
-        return int_key
-    return converter_for(annotation)
+    if node.kind == types.LEAF and node.leaf.convert_key is not None:
+        return node.leaf.convert_key
+    return _node_converter(node)
 
 
-def _mapping(key_annotation, value_annotation):
-    key_conv = _key_converter(key_annotation)
-    value_conv = converter_for(value_annotation) if value_annotation is not None else None
+_STR = types.normalise(str)
+
+
+def _mapping(key_node, value_node):
+    key_conv = _key_converter(key_node)
+    value_conv = _node_converter(value_node)
+    if key_conv is None and value_conv is None:
+        return _check_dict
     fast = getattr(value_conv, "fast_types", None)
 
     def convert(value, path):
         if type(value) is not dict:
-            raise _fail(path, "object", value)
+            raise fail(path, "object", value)
         if key_conv is None:
-            if value_conv is None:
-                return value
             if fast is not None:
                 for v in value.values():
                     if type(v) not in fast:
@@ -566,30 +369,24 @@ def _mapping(key_annotation, value_annotation):
     return convert
 
 
-def _hints(cls):
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:  # names the module cannot resolve: leave them unchecked
-        return dict(getattr(cls, "__annotations__", {}))
-
-
-def _object_converter(cls, fields, required, make):
-    """fields: {name: converter or None}; make(dict) builds the result."""
+def _object_converter(cls, fields, make):
+    """fields: [types.Field]; make(dict, path) builds the result."""
     expected = "object (%s)" % cls.__name__
-    known = frozenset(fields)
+    converters = {f.name: converter_for(f.annotation) for f in fields}
+    required = [f.name for f in fields if f.required]
 
     def convert(value, path):
         if type(value) is not dict:
-            raise _fail(path, expected, value)
+            raise fail(path, expected, value)
         errors = None
         out = {}
         for k, v in value.items():
-            if k not in known:
+            if k not in converters:
                 errors = _merge(
                     errors, InvalidParams(data=[param_error(key_path(path, k), "unexpected key")])
                 )
                 continue
-            conv = fields[k]
+            conv = converters[k]
             if conv is None:
                 out[k] = v
                 continue
@@ -612,26 +409,10 @@ def _object_converter(cls, fields, required, make):
 
 
 def _typeddict(cls):
-    hints = _hints(cls)
-    fields = {name: converter_for(hint) for name, hint in hints.items()}
-    required = [k for k in hints if k in cls.__required_keys__]
-    return _object_converter(cls, fields, required, lambda out, path: out)
-
-
-def dataclass_init_fields(cls):
-    """The fields of dataclass ``cls`` that its __init__ takes, with resolved types."""
-    hints = _hints(cls)
-    return [(f, hints.get(f.name, f.type)) for f in dataclasses.fields(cls) if f.init]
+    return _object_converter(cls, types.typeddict_fields(cls), lambda out, path: out)
 
 
 def _dataclass(cls):
-    fields = {}
-    required = []
-    for f, hint in dataclass_init_fields(cls):
-        fields[f.name] = converter_for(hint)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
-
     def make(out, path):
         try:
             return cls(**out)
@@ -639,7 +420,7 @@ def _dataclass(cls):
             # A __post_init__ that validates: its message is the error.
             raise InvalidParams(data=[param_error(path, str(exc) or "invalid value")]) from None
 
-    return _object_converter(cls, fields, required, make)
+    return _object_converter(cls, types.dataclass_fields(cls), make)
 
 
 def _with_default_none(conv):

@@ -15,13 +15,15 @@ from django.test import Client
 from django.utils import timezone
 
 from jsonrpc_app import JsonRpcError, MethodRegistry
-from jsonrpc_app.admin_views import Comparison, params_skeleton, usage_stats
-from jsonrpc_app.models import Call, Envelope, RpcMethod
+from jsonrpc_app.admin.methods import params_skeleton
+from jsonrpc_app.admin.replay import Comparison
+from jsonrpc_app.admin.usage import usage_stats
+from jsonrpc_app.models import Call, Envelope, MethodEntry
 from jsonrpc_app.registry import registry
 
 pytestmark = pytest.mark.django_db
 
-BROWSER = "/admin/jsonrpc_app/rpcmethod/"
+BROWSER = "/admin/jsonrpc_app/methodentry/"
 
 
 def method_url(name):
@@ -59,7 +61,7 @@ def client_for():
 @pytest.fixture
 def viewer(staff, client_for):
     """A staff client that can read the log and browse, but not try or replay."""
-    return client_for(staff("view_envelope", "view_call", "view_rpcmethod"))
+    return client_for(staff("view_envelope", "view_call", "view_methodentry"))
 
 
 def log_call(method, duration_ms, outcome="ok", created_at=None, envelope=None, **fields):
@@ -121,7 +123,7 @@ def test_browser_shows_what_a_method_needs_to_be_called(admin_client, monkeypatc
 
     reg.register(secret, permissions=["auth.view_user"], login_required=True)
     reg.register(open_door)
-    monkeypatch.setattr(admin.site._registry[RpcMethod], "registry", reg)
+    monkeypatch.setattr(admin.site._registry[MethodEntry], "registry", reg)
     methods = {m["name"]: m for g in admin_client.get(BROWSER).context["groups"] for m in g["methods"]}
     assert methods["secret"]["access"] == ["login required", "permission auth.view_user"]
     assert methods["open_door"]["access"] == []
@@ -358,7 +360,7 @@ def test_copy_as_curl_asks_for_a_password_when_the_method_needs_a_login(admin_cl
         return 1
 
     reg.register(private, login_required=True)
-    monkeypatch.setattr(admin.site._registry[RpcMethod], "registry", reg)
+    monkeypatch.setattr(admin.site._registry[MethodEntry], "registry", reg)
     response = admin_client.post(method_url("private"), {"params": "", "id": "1"})
     assert json.loads(response.context["tryit"]["response"])["result"] == 1
     assert "-u admin " in response.context["tryit"]["curl"]
@@ -607,7 +609,7 @@ def big_log(monkeypatch):
         func.__name__ = func.__qualname__ = "m%03d" % i
         func.__module__ = modules[i % 3]
         reg.register(func, name="big.m%03d" % i, errors=[JsonRpcError] if i % 2 else ())
-    monkeypatch.setattr(admin.site._registry[RpcMethod], "registry", reg)
+    monkeypatch.setattr(admin.site._registry[MethodEntry], "registry", reg)
     monkeypatch.setattr(admin.site._registry[Envelope], "registry", reg)
     now = timezone.now()
     envelopes = Envelope.objects.bulk_create(
@@ -674,7 +676,7 @@ def test_hidden_methods_are_shown_to_superusers_only(admin_client, staff, client
         """For the team."""
 
     reg.register(internal, hidden=True)
-    monkeypatch.setattr(admin.site._registry[RpcMethod], "registry", reg)
+    monkeypatch.setattr(admin.site._registry[MethodEntry], "registry", reg)
     names = [m["name"] for g in admin_client.get(BROWSER).context["groups"] for m in g["methods"]]
     assert "internal" in names
     assert admin_client.get(method_url("internal")).status_code == 200
@@ -716,7 +718,7 @@ def test_method_and_replay_pages_allow_only_get_and_post(admin_client, batch):
 def test_every_typed_method_has_a_page_and_its_skeleton_passes_validation(admin_client, monkeypatch):
     from tests.typed_methods import registry as typed
 
-    monkeypatch.setattr(admin.site._registry[RpcMethod], "registry", typed)
+    monkeypatch.setattr(admin.site._registry[MethodEntry], "registry", typed)
     index = admin_client.get(BROWSER)
     assert index.status_code == 200
     assert {m["name"] for g in index.context["groups"] for m in g["methods"]} == {m.name for m in typed}
@@ -730,3 +732,48 @@ def test_every_typed_method_has_a_page_and_its_skeleton_passes_validation(admin_
             admin_client.post(method_url(method.name), {"params": form["params"], "id": "1"}).context["tryit"]["response"]
         )
         assert answer.get("error", {}).get("code") != -32602, (method.name, form["params"], answer)
+
+
+# -- the proxy model's rename (migration 0007) ----------------------------------------
+
+
+def test_migration_0007_keeps_a_grant_of_the_renamed_view_permission(django_user_model):
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps as global_apps
+    from django.db import connection
+
+    migration = importlib.import_module("jsonrpc_app.migrations.0007_rename_rpcmethod_methodentry")
+    editor = SimpleNamespace(connection=connection)
+    perm = Permission.objects.get(content_type__app_label="jsonrpc_app", codename="view_methodentry")
+    # The row as it stood before: the codename of the RpcMethod proxy, granted to a user.
+    perm.codename = "view_rpcmethod"
+    perm.save()
+    user = django_user_model.objects.create_user("grantee", password="x", is_staff=True)
+    user.user_permissions.add(perm)
+
+    migration.forwards(global_apps, editor)
+    perm.refresh_from_db()
+    assert perm.codename == "view_methodentry"
+    assert django_user_model.objects.get(pk=user.pk).has_perm("jsonrpc_app.view_methodentry")
+
+    migration.backwards(global_apps, editor)
+    perm.refresh_from_db()
+    assert perm.codename == "view_rpcmethod"
+    assert django_user_model.objects.get(pk=user.pk).has_perm("jsonrpc_app.view_rpcmethod")
+    migration.forwards(global_apps, editor)
+    assert Permission.objects.filter(codename="view_methodentry", content_type__app_label="jsonrpc_app").count() == 1
+
+
+def test_the_try_it_placeholder_of_an_ipv4_address_is_a_sample_address():
+    import ipaddress
+
+    reg = MethodRegistry("ip")
+
+    def ping(host: ipaddress.IPv4Address, hops: list[ipaddress.IPv4Address]) -> bool:
+        return True
+
+    reg.register(ping)
+    assert params_skeleton(reg.get("ping")) == {"host": "192.0.2.1", "hops": []}
+    assert reg.get("ping").binder.bind(params_skeleton(reg.get("ping")))[1]["host"] == ipaddress.IPv4Address("192.0.2.1")

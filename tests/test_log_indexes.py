@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from jsonrpc_app.admin_views import usage_stats
+from jsonrpc_app.admin.usage import usage_stats
 from jsonrpc_app.models import Call, Envelope
 
 pytestmark = pytest.mark.django_db
@@ -325,7 +325,7 @@ def test_an_envelope_page_reads_its_calls_and_replays_through_indexes(log, admin
 
 def test_the_method_page_reads_the_method_calls_through_the_method_index(log, admin_client):
     with CaptureQueriesContext(connection) as captured:
-        response = admin_client.get(reverse("admin:jsonrpc_app_rpcmethod_detail", args=["subtract"]))
+        response = admin_client.get(reverse("admin:jsonrpc_app_methodentry_detail", args=["subtract"]))
     assert response.status_code == 200
     plans = [_plan(sql) for sql in _log_queries(captured)]
     assert plans

@@ -374,7 +374,7 @@ def test_a_process_that_exits_without_flushing_writes_its_envelopes_at_exit(tmp_
 
 def test_admin_try_it_writes_its_envelope_at_once_and_links_to_it(admin_client, background):
     background(LOG_WRITER_MAX_DELAY=30)
-    response = admin_client.post("/admin/jsonrpc_app/rpcmethod/subtract/", {"params": "[42, 23]", "id": "7"})
+    response = admin_client.post("/admin/jsonrpc_app/methodentry/subtract/", {"params": "[42, 23]", "id": "7"})
     assert response.status_code == 200
     envelope = Envelope.objects.get()
     assert envelope.source == "admin"

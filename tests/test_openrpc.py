@@ -4,6 +4,7 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import ipaddress
 import json
 import uuid
 from pathlib import Path
@@ -342,6 +343,7 @@ AGREEMENT = [
     (datetime.date, ["2024-05-01"], [20240501]),
     (decimal.Decimal, ["1.5", 2, 2.5], ["x", "1_0", True, None]),
     (uuid.UUID, ["12345678-1234-5678-1234-567812345678"], [5]),
+    (ipaddress.IPv4Address, ["192.0.2.1"], [5, None]),
     (tuple[int, str], [[1, "a"]], [[1], [1, "a", 2], ["a", 1]]),
     (set[int], [[1, 2]], [[1, "a"]]),
     (Point, [{"x": 1}, {"x": 1, "y": 2.5}], [{"y": 1}, {"x": 1, "z": 0}, {"x": "1"}]),
@@ -464,3 +466,10 @@ def test_a_declared_error_that_is_not_a_jsonrpc_error_is_a_system_check_error():
         assert [e.id for e in check_declared_errors()] == ["jsonrpc_app.E050"]
     finally:
         bad.unregister("oops")
+
+
+def test_an_ipv4_address_is_a_string_of_format_ipv4_in_and_out():
+    assert SchemaBuilder("input").schema(ipaddress.IPv4Address) == {"type": "string", "format": "ipv4"}
+    assert SchemaBuilder("output").schema(ipaddress.IPv4Address | None) == {
+        "anyOf": [{"type": "string", "format": "ipv4"}, {"type": "null"}]
+    }

@@ -4,6 +4,8 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import ipaddress
+import json
 import uuid
 from typing import Annotated, Any, Literal, NewType, Optional, TypedDict, Union
 
@@ -135,6 +137,7 @@ CONVERTED = [
     (decimal.Decimal, 0.1, decimal.Decimal("0.1")),
     (decimal.Decimal, 3, decimal.Decimal(3)),
     (uuid.UUID, "12345678-1234-5678-1234-567812345678", uuid.UUID("12345678-1234-5678-1234-567812345678")),
+    (ipaddress.IPv4Address, "192.0.2.1", ipaddress.IPv4Address("192.0.2.1")),
     (Item, {"sku": "A", "qty": 2}, Item("A", 2)),
     (Item, {"sku": "A", "qty": 2, "price": "9.99"}, Item("A", 2, decimal.Decimal("9.99"))),
     (Order, {"items": [{"sku": "A", "qty": 1}]}, Order([Item("A", 1)])),
@@ -196,6 +199,9 @@ REJECTED = [
     (decimal.Decimal, True, "x", "decimal"),
     (uuid.UUID, "not-a-uuid", "x", "uuid"),
     (uuid.UUID, 5, "x", "uuid"),
+    (ipaddress.IPv4Address, "192.0.2.256", "x", "ipv4"),
+    (ipaddress.IPv4Address, "2001:db8::1", "x", "ipv4"),
+    (ipaddress.IPv4Address, 3221225985, "x", "ipv4"),
     (Item, "A", "x", "object (Item)"),
     (Item, {"sku": "A", "qty": "2"}, "x.qty", "integer"),
     (Person, {"name": "Ann", "address": {"zip": "x"}}, "x.address.zip", "integer"),
@@ -476,3 +482,10 @@ def test_one_unresolvable_string_annotation_leaves_the_others_checked():
     assert list(binder.converters) == ["n"]
     with pytest.raises(InvalidParams):
         binder.bind(["anything", "1"])
+
+
+def test_a_bad_ipv4_address_is_invalid_params_like_a_bad_uuid_and_not_echoed():
+    ip = errors_of(ipaddress.IPv4Address, "999.1.1.1")
+    assert ip == [{"path": "x", "message": "expected an IPv4 address string", "expected": "ipv4"}]
+    assert len(errors_of(uuid.UUID, "not-a-uuid")) == len(ip) == 1
+    assert "999" not in json.dumps(ip)

@@ -392,7 +392,7 @@ def test_check_warns_when_exception_text_is_exposed_outside_debug(settings):
 
 # --- the admin's Try it and replay: staff with the replay permission only ---------------
 
-TRY_IT = "/admin/jsonrpc_app/rpcmethod/%s/"
+TRY_IT = "/admin/jsonrpc_app/methodentry/%s/"
 
 
 def replay_url(envelope):
@@ -435,7 +435,7 @@ def test_attack_try_it_post_by_a_non_staff_user(alice):
 
 
 def test_attack_try_it_post_by_staff_without_the_replay_permission():
-    browser = staff_client("view_envelope", "view_call", "view_rpcmethod")
+    browser = staff_client("view_envelope", "view_call", "view_methodentry")
     response = browser.post(TRY_IT % "subtract", {"params": "[5, 3]", "id": "1"})
     assert response.status_code == 403
     assert not Envelope.objects.exists()
@@ -451,7 +451,7 @@ def test_attack_replay_post_by_a_non_staff_user(alice, logged_envelope):
 
 
 def test_attack_replay_post_by_staff_without_the_replay_permission(logged_envelope):
-    browser = staff_client("view_envelope", "view_call", "view_rpcmethod")
+    browser = staff_client("view_envelope", "view_call", "view_methodentry")
     response = browser.post(replay_url(logged_envelope), {"body": logged_envelope.request_body})
     assert response.status_code == 403
     assert not Envelope.objects.filter(source="replay").exists()

@@ -51,7 +51,7 @@ def post_over_http(live_server, body):
 
 
 def try_subtract(page):
-    page.goto("/admin/jsonrpc_app/rpcmethod/subtract/")
+    page.goto("/admin/jsonrpc_app/methodentry/subtract/")
     page.fill("#id_params", "[42, 23]")
     page.click("input[name=_tryit]")
     page.wait_for_selector("#try-it-response")
@@ -67,7 +67,7 @@ def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, super
     page.wait_for_selector("text=Site administration")
 
     # The method browser is on the admin index, in the JSON-RPC section.
-    page.click("#content-main a[href='/admin/jsonrpc_app/rpcmethod/']")
+    page.click("#content-main a[href='/admin/jsonrpc_app/methodentry/']")
     page.wait_for_selector(".jsonrpc-method-row")
     subtract = page.locator(".jsonrpc-method-row[data-method=subtract]")
     assert subtract.count() == 1
@@ -77,7 +77,7 @@ def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, super
 
     page.fill("#searchbar", "subtract")
     page.press("#searchbar", "Enter")
-    page.wait_for_url("**/rpcmethod/?q=subtract")
+    page.wait_for_url("**/methodentry/?q=subtract")
     names = page.locator(".jsonrpc-method-row").evaluate_all("rows => rows.map(r => r.dataset.method)")
     assert names == ["subtract"]
     page.click("a.jsonrpc-method-name:text-is('subtract')")
@@ -100,7 +100,7 @@ def test_log_in_find_subtract_try_it_and_see_the_call_in_the_log(new_page, super
     page.click("#try-it-logged")
     page.wait_for_url("**/admin/jsonrpc_app/envelope/%d/change/" % call.envelope_id)
     assert "subtract" in page.locator("#content-main").inner_text()
-    page.goto("/admin/jsonrpc_app/rpcmethod/subtract/")
+    page.goto("/admin/jsonrpc_app/methodentry/subtract/")
     assert page.locator("#recent-calls .jsonrpc-call-row").count() == 3
     assert "Admin try-it" in page.locator("#recent-calls .jsonrpc-call-row").first.inner_text()
     page.click("#all-calls-link")
@@ -169,7 +169,7 @@ def test_replay_an_http_batch_unchanged_then_with_one_param_edited(new_page, sup
 def test_dark_mode_screenshots_of_the_browser_and_try_it(new_page, superuser, screenshot, live_server):
     post_over_http(live_server, TRAFFIC)
     page = new_page("dark", user=superuser)
-    page.goto("/admin/jsonrpc_app/rpcmethod/")
+    page.goto("/admin/jsonrpc_app/methodentry/")
     page.wait_for_selector(".jsonrpc-method-row")
     # The admin's own dark palette is in force, and our pages follow it.
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -189,14 +189,14 @@ def test_staff_without_the_replay_permission_sees_no_replay_button_and_a_forged_
     original = Envelope.objects.get()
     viewer = django_user_model.objects.create_user("viewer", password=PASSWORD, is_staff=True)
     viewer.user_permissions.set(
-        Permission.objects.filter(codename__in=["view_envelope", "view_call", "view_rpcmethod"])
+        Permission.objects.filter(codename__in=["view_envelope", "view_call", "view_methodentry"])
     )
     page = new_page(user=viewer)
     page.goto("/admin/jsonrpc_app/envelope/%d/change/" % original.pk)
     page.wait_for_selector("#content h1")
     assert page.locator("#replay-button").count() == 0
     assert page.locator("select[name=action] option[value=replay_selected]").count() == 0
-    page.goto("/admin/jsonrpc_app/rpcmethod/subtract/")
+    page.goto("/admin/jsonrpc_app/methodentry/subtract/")
     assert page.locator("#try-it-form").count() == 0
     assert page.locator("#try-it-forbidden").is_visible()
 
@@ -210,14 +210,14 @@ def test_staff_without_the_replay_permission_sees_no_replay_button_and_a_forged_
     }"""
     replay_url = "/admin/jsonrpc_app/envelope/%d/replay/" % original.pk
     assert page.evaluate(forge, [replay_url, {"body": original.request_body}]) == 403
-    assert page.evaluate(forge, ["/admin/jsonrpc_app/rpcmethod/subtract/", {"params": "[1, 2]", "id": "1"}]) == 403
+    assert page.evaluate(forge, ["/admin/jsonrpc_app/methodentry/subtract/", {"params": "[1, 2]", "id": "1"}]) == 403
     action = {"action": "replay_selected", "_selected_action": str(original.pk)}
     assert page.evaluate(forge, ["/admin/jsonrpc_app/envelope/", action]) == 200  # "no action selected"
     assert list(Envelope.objects.values_list("source", flat=True)) == ["http"]
 
     # A cross-site POST (no CSRF token) is refused even for a superuser.
     admin_page = new_page(user=superuser)
-    admin_page.goto("/admin/jsonrpc_app/rpcmethod/subtract/")
+    admin_page.goto("/admin/jsonrpc_app/methodentry/subtract/")
     status = admin_page.evaluate(
         """async (url) => (await fetch(url, {method: 'POST', body: new URLSearchParams({body: '[]'}),
                                              credentials: 'same-origin'})).status""",

@@ -8,7 +8,7 @@ permission. Every list and page runs a fixed number of queries however many
 rows the log holds: users are shown from the name logged with each row, and
 filter choices come from bounded queries.
 
-Extend by subclassing ``EnvelopeAdmin`` / ``CallAdmin`` (or re-registering
+Extend by subclassing ``EnvelopeAdmin`` / ``CallAdmin`` (and re-registering
 them): ``LogAdmin`` holds what both share.
 """
 
@@ -21,9 +21,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .log import spool
-from .admin_views import EnvelopeReplayMixin, RpcMethodAdmin
-from .models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, RpcMethod, Source
+from ..log import spool
+from ..models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, Source
+from .replay import EnvelopeReplayMixin
 
 # Filter sidebars list at most this many values (a client can invent method names).
 MAX_FILTER_CHOICES = 100
@@ -44,11 +44,6 @@ def pretty_json_text(text):
     except ValueError:
         return format_html('<pre class="jsonrpc-json">{}</pre>', text)
     return pretty_json(value)
-
-
-def _admin_url(obj, action="change"):
-    opts = obj._meta
-    return reverse("admin:%s_%s_%s" % (opts.app_label, opts.model_name, action), args=[obj.pk])
 
 
 # -- filters --------------------------------------------------------------------
@@ -280,7 +275,6 @@ def _outcome(outcome):
     return format_html("{} {}", _boolean_icon(outcome == Outcome.OK), Outcome(outcome).label)
 
 
-@admin.register(Envelope)
 class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
     list_display = [
         "received",
@@ -379,7 +373,6 @@ class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
         return pretty_json_text(obj.response_body)
 
 
-@admin.register(Call)
 class CallAdmin(LogAdmin):
     list_display = [
         "received",
@@ -451,7 +444,3 @@ class CallAdmin(LogAdmin):
         if not obj.traceback:
             return "-"
         return format_html('<pre class="jsonrpc-traceback">{}</pre>', obj.traceback)
-
-
-# The method browser and Try it; replay comes with EnvelopeReplayMixin (admin_views.py).
-admin.site.register(RpcMethod, RpcMethodAdmin)

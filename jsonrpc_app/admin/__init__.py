@@ -1,0 +1,17 @@
+"""
+The app's admin: the call log's changelists (``log``), the method browser
+(``methods``) with its Try-it form (``tryit``), replay and the comparison of
+answers (``replay``, mixed into the envelope admin), usage from the log
+(``usage``); ``shared`` holds what the pages share. Registering them with
+``admin.site`` happens here and only here.
+"""
+
+from django.contrib import admin
+
+from ..models import Call, Envelope, MethodEntry
+from .log import CallAdmin, EnvelopeAdmin
+from .methods import MethodEntryAdmin
+
+admin.site.register(Envelope, EnvelopeAdmin)
+admin.site.register(Call, CallAdmin)
+admin.site.register(MethodEntry, MethodEntryAdmin)
