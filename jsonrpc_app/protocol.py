@@ -7,6 +7,7 @@ or oversize batch all become the error responses the specification
 prescribes. This module imports nothing from Django.
 """
 
+import decimal
 import json
 import re
 
@@ -291,14 +292,45 @@ def dumps(value, default=None):
     # Integers beyond 64 bits and lone surrogates: the standard library
     # writes both (the latter as \\u escapes).
     try:
-        return json.dumps(
-            value, default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True
-        ).encode()
+        return _std_dumps(value, default)
     except ValueError:
-        # A non-finite float next to them: null, as orjson writes it.
-        return json.dumps(
-            _finite(value), default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True
-        ).encode()
+        # A non-finite float next to them (null, as orjson writes it), or an
+        # integer with more digits than str() writes (sys.int_info).
+        return _std_dumps(_finite(value), default, many_digits=True)
+
+
+_MANY_DIGITS_MARKED = re.compile(r'"\\u0000int\\u0000(\d+)"')
+
+
+def _std_dumps(value, default, many_digits=False):
+    ints = []
+    if many_digits:
+        value = _mark_long_ints(value, ints)
+    text = json.dumps(value, default=default, separators=(",", ":"), allow_nan=False, ensure_ascii=True)
+    if ints:
+        text = _MANY_DIGITS_MARKED.sub(lambda m: ints[int(m.group(1))], text)
+    return text.encode()
+
+
+def _mark_long_ints(value, ints):
+    """
+    Return ``value`` with each integer that str() refuses (more digits than
+    sys.get_int_max_str_digits()) replaced by a marker string, its digits
+    (written by decimal, which has no such limit) appended to ``ints``.
+    """
+    t = type(value)
+    if t is int:
+        try:
+            str(value)
+        except ValueError:
+            ints.append(str(decimal.Decimal(value)))
+            return "\x00int\x00%d" % (len(ints) - 1)
+        return value
+    if t is list or t is tuple:
+        return [_mark_long_ints(v, ints) for v in value]
+    if t is dict:
+        return {k: _mark_long_ints(v, ints) for k, v in value.items()}
+    return value
 
 
 def _finite(value):

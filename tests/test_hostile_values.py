@@ -6,6 +6,7 @@ client's answer is the same as if the log were not there.
 
 import json
 import math
+import sys
 
 import pytest
 from hypothesis import given
@@ -189,6 +190,58 @@ def test_huge_negative_integer_is_stored_exactly(rpc):
     assert call.params == [value]
 
 
+# The most digits Python turns an int into text by default (sys.int_info): a
+# method can compute a result past it from params that parse.
+DIGITS = sys.int_info.default_max_str_digits
+BIG = int("9" * DIGITS)  # parses; 2 * BIG has one digit more
+TWICE_BIG = "1" + "9" * (DIGITS - 1) + "8"  # the digits of 2 * BIG, written without str()
+
+
+def _subtract_big(id=None):
+    tail = "" if id is None else ',"id":%d' % id
+    return '{"jsonrpc":"2.0","method":"subtract","params":[%d,-%d]%s}' % (BIG, BIG, tail)
+
+
+def test_a_notification_whose_result_has_too_many_digits_for_str_is_not_answered_and_logged(rpc):
+    response = rpc(_subtract_big().encode())
+    assert (response.status_code, response.content) == (204, b"")
+    envelope, (call,) = _logged()
+    assert call.method == "subtract"
+    assert call.error_code is None
+    # Stored as its JSON text in the marker of values JSON readers refuse.
+    assert call.result["__unserializable__"].startswith("1999")
+
+
+def test_a_result_with_too_many_digits_for_str_is_answered_with_all_its_digits_and_logged(rpc):
+    response = rpc(_subtract_big(id=7).encode())
+    assert response.status_code == 200
+    assert response.content == b'{"jsonrpc":"2.0","result":%s,"id":7}' % TWICE_BIG.encode()
+    envelope, (call,) = _logged()
+    assert call.request_id == 7
+    assert call.error_code is None
+    assert envelope.response_body == response.content.decode()
+    assert call.result["__unserializable__"].startswith("1999")
+
+
+def test_a_batch_mixing_a_too_long_result_and_its_notification_answers_only_the_request(rpc):
+    body = "[%s,%s]" % (_subtract_big(), _subtract_big(id=1))
+    response = rpc(body.encode())
+    assert response.content == b'[{"jsonrpc":"2.0","result":%s,"id":1}]' % TWICE_BIG.encode()
+    _envelope, calls = _logged()
+    assert [c.request_id for c in calls] == [None, 1]
+
+
+def test_the_failure_report_of_rows_with_too_many_digits_never_raises(caplog):
+    from jsonrpc_app.log.rows import report_failure
+
+    class Rows:
+        def as_dict(self):
+            return {"result": 2 * BIG, "odd": object()}
+
+    report_failure(Rows())
+    assert "Could not write the JSON-RPC call log" in caplog.text
+
+
 @pytest.mark.parametrize("value", [1e308, -1e308, 1.7976931348623157e308, 1.5e16, 5e-324])
 def test_extreme_floats_are_stored_as_the_same_float(rpc, value):
     assert _post(rpc, _echo(repr(value), id=repr(value)).encode())["result"] == value
@@ -281,3 +334,18 @@ def test_escape_json_writes_non_finite_floats_as_null():
 def test_valid_json_bodies_are_stored_unchanged():
     body = b'{"jsonrpc":"2.0","method":"echo","params":["caf\xc3\xa9 \\\\ \\u00e9"],"id":1}'
     assert escape_body(body) == body.decode()
+
+
+def test_a_project_that_lowers_the_digit_limit_still_gets_its_long_results_logged(rpc):
+    # sys.set_int_max_str_digits() accepts limits down to 640 digits.
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        big = int("9" * 640)
+        body = '{"jsonrpc":"2.0","method":"subtract","params":[%d,-%d],"id":3}' % (big, big)
+        response = rpc(body.encode())
+        assert response.content == b'{"jsonrpc":"2.0","result":1%s8,"id":3}' % (b"9" * 639)
+    finally:
+        sys.set_int_max_str_digits(before)
+    _envelope, (call,) = _logged()
+    assert call.result["__unserializable__"].startswith("1999")

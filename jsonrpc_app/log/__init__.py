@@ -94,4 +94,9 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
         writer.submit(rows)
         return None
     # Written, or spooled when the database cannot take it (log.store).
-    return store.store(rows)
+    try:
+        return store.store(rows)
+    except Exception:
+        # No failure of the log may change the answer (or answer a notification).
+        logger.error("Could not write or spool the JSON-RPC call log", exc_info=True)
+        return None

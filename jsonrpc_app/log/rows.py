@@ -15,6 +15,7 @@ import datetime
 import ipaddress
 import logging
 import re
+import sys
 import threading
 import weakref
 
@@ -65,12 +66,36 @@ def _row_dict(obj):
     return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
 
 
-def report_failure(rows):
-    """Log, at ERROR, that ``rows`` could not be written, with their content."""
+def _may_be_too_long(n):
+    """Cheap: False when str(n) surely works (an int of 3 bits a digit or fewer)."""
+    digits = sys.get_int_max_str_digits()
+    return digits != 0 and n.bit_length() > 3 * digits
+
+
+def _too_many_digits(n):
+    if not _may_be_too_long(n):
+        return False
     try:
-        detail = protocol.dumps(rows.as_dict(), default=str).decode("utf-8", "replace")
-    except Exception:  # pragma: no cover -- default=str makes every value writable
-        detail = repr(rows.as_dict())
+        str(n)
+    except ValueError:
+        return True
+    return False
+
+
+def _safe_repr(value):
+    """repr(value), or a description when repr itself fails (an int str() refuses)."""
+    try:
+        return repr(value)
+    except Exception:
+        return "<%s that cannot be written as text>" % type(value).__name__
+
+
+def report_failure(rows):
+    """Log, at ERROR, that ``rows`` could not be written, with their content; never raise."""
+    try:
+        detail = protocol.dumps(rows.as_dict(), default=_safe_repr).decode("utf-8", "replace")
+    except Exception:
+        detail = _safe_repr(rows.as_dict())
     if len(detail) > _FAILURE_DETAIL_CHARS:
         detail = detail[:_FAILURE_DETAIL_CHARS] + "... [%d characters in total]" % len(detail)
     logger.error(
@@ -138,7 +163,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         error = r.error
         if error is None:
             result = r.result
-            if type(result) not in _SCALARS:
+            if type(result) not in _SCALARS or (type(result) is int and _may_be_too_long(result)):
                 result = _stored_json(result, limit, keys)
             error_code = None
             error_message = ""
@@ -281,15 +306,21 @@ def _stored_json(value, limit, keys):
     Return a result (or error data) as it is logged: as the JSON the response
     wrote it as, with sensitive keys redacted, capped at ``limit`` bytes.
     """
-    if type(value) in _SCALARS:
+    if type(value) in _SCALARS and not (type(value) is int and _too_many_digits(value)):
         return value
     if type(value) is str:
         return _cap_json(value, limit)
     try:
         data = protocol.dumps(value, json_default)
     except (TypeError, ValueError):
-        return {"__unserializable__": _cap_text(repr(value), 1024)}
-    value = protocol.loads(data)
+        return {"__unserializable__": _cap_text(_safe_repr(value), 1024)}
+    try:
+        value = protocol.loads(data)
+    except ValueError:
+        # JSON that JSON readers refuse (an integer with more digits than
+        # int() reads, sys.int_info): kept as its text, or the log could not
+        # be read back.
+        return {"__unserializable__": _cap_text(data.decode("utf-8", "replace"), 1024)}
     if keys and (type(value) is dict or type(value) is list):
         value, changed = _redact(value, keys)
         if changed:
