@@ -43,7 +43,7 @@ DEFAULTS = {
     "OPENRPC_INFO": {"title": "JSON-RPC API", "version": "1.0.0"},
     # Who writes the call log: "request" (the request's thread, before the
     # response is sent) or "background" (a thread of each process, grouping
-    # the envelopes of many requests into one transaction; see jsonrpc_app.writer).
+    # the envelopes of many requests into one transaction; see jsonrpc_app.log.writer).
     "LOG_WRITER": "request",
     # "background": the longest an envelope waits in memory before its group is written.
     "LOG_WRITER_MAX_DELAY": 0.05,
@@ -51,7 +51,7 @@ DEFAULTS = {
     # write their own envelope as "request" does.
     "LOG_WRITER_QUEUE_SIZE": 1000,
     # Directory of the call log's spool, used while the log database cannot be
-    # written (see jsonrpc_app.spool). None: BASE_DIR / "spool" when the project
+    # written (see jsonrpc_app.log.spool). None: BASE_DIR / "spool" when the project
     # defines BASE_DIR, else "jsonrpc_app-spool" in the system's temp directory.
     "SPOOL_DIR": None,
     # Seconds between replays of a non-empty spool by each process's background

@@ -1,7 +1,7 @@
 """
 The call log: one ``Envelope`` row per body received (a single request or a
 batch), one ``Call`` row per element inside it. Written only by
-``jsonrpc_app.recorder``; routed to ``JSONRPC["LOG_DATABASE"]`` by
+``jsonrpc_app.log``; routed to ``JSONRPC["LOG_DATABASE"]`` by
 ``jsonrpc_app.routers.LogRouter``.
 
 The user foreign keys carry no database constraint and do nothing when the
@@ -54,7 +54,7 @@ class LogJSONField(models.JSONField):
     A JSONField without SQLite's ``CHECK (JSON_VALID(col) OR col IS NULL)``.
 
     That constraint parses every value again on insert; the log's JSON is
-    written only by the recorder, which serialised it itself, so the check
+    written only by jsonrpc_app.log, which serialised it itself, so the check
     buys nothing. On PostgreSQL (jsonb) and elsewhere nothing changes.
     """
 
@@ -99,7 +99,7 @@ class Envelope(models.Model):
     endpoint = models.CharField(_("endpoint"), max_length=255, blank=True)
     source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)
     is_batch = models.BooleanField(_("batch"), default=False)
-    # As received (redacted and size-capped by the recorder).
+    # As received (redacted and size-capped by jsonrpc_app.log).
     request_body = models.TextField(_("request body"), blank=True)
     response_body = models.TextField(_("response body"), blank=True)
     http_status = models.PositiveSmallIntegerField(_("HTTP status"), default=200)

@@ -75,7 +75,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A database that does not answer costs a request at most this many
-    # seconds before its call log goes to the spool (jsonrpc_app.spool).
+    # seconds before its call log goes to the spool (jsonrpc_app.log.spool).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 3)
 
 AUTH_PASSWORD_VALIDATORS = [
