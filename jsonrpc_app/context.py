@@ -12,10 +12,7 @@ context built without one is served by the default registry, which
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .registry import MethodRegistry
+from typing import Any
 
 
 class CallContext:
@@ -28,7 +25,9 @@ class CallContext:
         request: Any = None,
         user: Any = None,
         source: str = "http",
-        registry: MethodRegistry | None = None,
+        # The MethodRegistry to serve (None: the default). Typed Any: the
+        # registry imports this module, never the other way round.
+        registry: Any = None,
         endpoint: str = "",
         auth: Any = None,
         replay_of: Any = None,
