@@ -96,6 +96,15 @@ class Method:
         return self.doc.split("\n", 1)[0] if self.doc else ""
 
     @property
+    def client_signature(self) -> str:
+        """The signature as a client sees it: ``(minuend: int, subtrahend: int) -> int``, no CallContext."""
+        params = [p for p in self.signature.parameters.values() if p.name != self.binder.context_name]
+        try:
+            return str(self.signature.replace(parameters=params))
+        except (TypeError, ValueError):
+            return "(...)"
+
+    @property
     def app_label(self) -> str | None:
         """The label of the installed app whose module defines the function."""
         from django.apps import apps
@@ -208,3 +217,22 @@ def rpc_method(func=None, *, name=None, registry=None, **options):
     if func is not None:
         return decorator(func)
     return decorator
+
+
+def registry_named(name: str) -> MethodRegistry:
+    """
+    Return the registry called ``name`` (the default one for its own name).
+
+    Raise LookupError, naming the registries there are, when none or several
+    are called ``name``.
+    """
+    default = globals()["registry"]
+    if name == default.name:
+        return default
+    found = [r for r in list(all_registries) if r.name == name]
+    if len(found) == 1:
+        return found[0]
+    known = ", ".join(sorted({r.name for r in list(all_registries)}))
+    if found:
+        raise LookupError("%d registries are named %r; known names: %s." % (len(found), name, known))
+    raise LookupError("No registry is named %r; known names: %s." % (name, known))

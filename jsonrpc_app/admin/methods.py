@@ -97,16 +97,6 @@ def describe_params(method):
     return rows
 
 
-def signature_text(method):
-    """Return ``(minuend: int, subtrahend: int) -> int`` without the CallContext parameter."""
-    params = [p for p in method.signature.parameters.values() if p.name != method.binder.context_name]
-    sig = method.signature.replace(parameters=params)
-    try:
-        return str(sig)
-    except (TypeError, ValueError):
-        return "(...)"
-
-
 def param_schemas(method):
     """Return {param name: JSON Schema text} from the OpenRPC description, or {}."""
     try:
@@ -252,7 +242,7 @@ class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
                 {
                     "name": method.name,
                     "url": reverse(detail, args=[method.name]),
-                    "signature": signature_text(method),
+                    "signature": method.client_signature,
                     "summary": summary,
                     "summary_html": _inline(summary),
                     "access": access_text(method),
@@ -339,7 +329,7 @@ class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
             subtitle=None,
             method=method,
             app_name=self._app_names().get(label, label) if label else _("(no app)"),
-            signature=signature_text(method),
+            signature=method.client_signature,
             doc_html=doc_html(method.doc),
             params=describe_params(method),
             returns=return_type(method),

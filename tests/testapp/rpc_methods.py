@@ -106,3 +106,9 @@ def nul_text():
 @rpc_method(name="testapp.not_a_number")
 def not_a_number():
     return float("nan")
+
+
+@rpc_method(name="testapp.private", login_required=True)
+def private(context: CallContext, note=""):
+    """Answer the caller's username; anonymous callers are refused (login_required)."""
+    return {"user": context.user.get_username(), "note": note}
