@@ -142,12 +142,19 @@ def log(django_user_model):
         ))
     Call.objects.bulk_create(calls)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        # Not on MySQL/MariaDB, whose ANALYZE TABLE commits the test's
+        # transaction; the plans are not looked at there (see _plan).
+        if connection.vendor in ("sqlite", "postgresql"):
+            cursor.execute("ANALYZE")
     return envelopes
 
 
 def _plan(sql, params=None):
     """Return the plan of ``sql`` as text: SQLite's EXPLAIN QUERY PLAN, PostgreSQL's EXPLAIN."""
+    if connection.vendor not in ("sqlite", "postgresql"):
+        # MySQL/MariaDB create no partial index (Django leaves out indexes
+        # with a condition there): the plans these tests expect cannot exist.
+        pytest.skip("query plans for %s: no partial indexes" % connection.vendor)
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
