@@ -231,7 +231,10 @@ def _max_rows(conn, fields):
         except (AttributeError, TypeError):
             params = conn.features.max_query_params
         return max(1, params // len(fields))
-    if conn.vendor == "postgresql":
+    if conn.vendor in ("postgresql", "mysql"):
+        # MySQL's driver splices the values in itself (no bound parameters,
+        # whose limit is 65,535 there too); Django's bulk_batch_size() has no
+        # limit for it, and asked about one row answers one.
         return 65535 // len(fields)
     return conn.ops.bulk_batch_size(fields, [None]) or 1
 
