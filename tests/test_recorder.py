@@ -374,6 +374,18 @@ def test_large_params_result_and_bodies_are_truncated_with_their_size(call, json
     assert "bytes in total, 1000 kept]" in Envelope.objects.get(calls=logged).request_body
 
 
+def test_a_batch_of_large_results_is_logged_whole_beyond_one_statements_size(call):
+    # 300 results of 60,000 characters (each under LOG_MAX_VALUE_BYTES): 18 MB
+    # of values, more than MariaDB's default max_allowed_packet (16 MiB) for
+    # one INSERT; on MySQL/MariaDB the calls go in statements of bounded size.
+    answer = call([req("testapp.big", {"size": 60000}, id=i) for i in range(300)])
+    assert len(answer) == 300
+    assert not spool.status().pending
+    envelope = Envelope.objects.get()
+    assert Call.objects.filter(envelope=envelope).count() == 300
+    assert {len(r) for r in Call.objects.values_list("result", flat=True)} == {60000}
+
+
 def test_values_under_the_limit_are_not_truncated(call, jsonrpc):
     jsonrpc(LOG_MAX_VALUE_BYTES=1000)
     call(req("echo", ["y" * 900], id=1))
