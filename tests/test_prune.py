@@ -77,8 +77,10 @@ def test_deletes_in_chunks_each_no_bigger_than_the_chunk_size(log):
     with CaptureQueriesContext(connection) as queries:
         out = prune("--older-than", "30d", "--chunk-size", "2")
     deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("DELETE")]
-    envelope_deletes = [sql for sql in deletes if 'FROM "jsonrpc_app_envelope"' in sql]
-    call_deletes = [sql for sql in deletes if 'FROM "jsonrpc_app_call" WHERE "jsonrpc_app_call"."id" IN' in sql]
+    q = connection.ops.quote_name  # "name" on SQLite and PostgreSQL, `name` on MySQL
+    envelope_deletes = [sql for sql in deletes if "FROM %s" % q("jsonrpc_app_envelope") in sql]
+    call_deletes = [sql for sql in deletes
+                    if "FROM {0} WHERE {0}.{1} IN".format(q("jsonrpc_app_call"), q("id")) in sql]
     assert len(envelope_deletes) == 4  # 7 envelopes, 2 at a time
     assert len(call_deletes) == 11  # 21 calls, 2 at a time
     for sql in envelope_deletes + call_deletes:

@@ -374,6 +374,18 @@ def test_large_params_result_and_bodies_are_truncated_with_their_size(call, json
     assert "bytes in total, 1000 kept]" in Envelope.objects.get(calls=logged).request_body
 
 
+def test_a_batch_of_large_results_is_logged_whole_beyond_one_statements_size(call):
+    # 300 results of 60,000 characters (each under LOG_MAX_VALUE_BYTES): 18 MB
+    # of values, more than MariaDB's default max_allowed_packet (16 MiB) for
+    # one INSERT; on MySQL/MariaDB the calls go in statements of bounded size.
+    answer = call([req("testapp.big", {"size": 60000}, id=i) for i in range(300)])
+    assert len(answer) == 300
+    assert not spool.status().pending
+    envelope = Envelope.objects.get()
+    assert Call.objects.filter(envelope=envelope).count() == 300
+    assert {len(r) for r in Call.objects.values_list("result", flat=True)} == {60000}
+
+
 def test_values_under_the_limit_are_not_truncated(call, jsonrpc):
     jsonrpc(LOG_MAX_VALUE_BYTES=1000)
     call(req("echo", ["y" * 900], id=1))
@@ -387,14 +399,34 @@ def _error_records(caplog):
     return [r for r in caplog.records if r.name == "jsonrpc_app" and r.levelno == logging.ERROR]
 
 
-def test_log_write_failure_leaves_the_answer_unchanged_and_is_logged_at_error(call, caplog, settings):
+@pytest.fixture
+def call_table_dropped():
+    """
+    Drop the calls' table. Where DDL is not transactional (MySQL/MariaDB
+    commit before DROP TABLE, ending the test's transaction and its
+    savepoints), the test runs outside a transaction and the table is made
+    again afterwards; elsewhere the test's rollback brings it back.
+    """
+
+    def drop():
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE %s" % connection.ops.quote_name(Call._meta.db_table))
+
+    yield drop
+    if not connection.features.can_rollback_ddl:
+        with connection.schema_editor() as editor:
+            editor.create_model(Call)
+
+
+@pytest.mark.django_db(transaction=not connection.features.can_rollback_ddl)
+def test_log_write_failure_leaves_the_answer_unchanged_and_is_logged_at_error(call, caplog, settings,
+                                                                              call_table_dropped):
     batch = [req("subtract", [42, 23], id=1), req("testapp.login", ["ada", "hunter2"], id=2)]
     configured = settings.JSONRPC
     settings.JSONRPC = {**configured, "LOG_POLICY": "none"}
     expected = call(batch)
     settings.JSONRPC = configured
-    with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE %s" % connection.ops.quote_name(Call._meta.db_table))
+    call_table_dropped()
     caplog.clear()
     with caplog.at_level(logging.ERROR, logger="jsonrpc_app"):
         assert call(batch) == expected

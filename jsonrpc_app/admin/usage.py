@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.db import connections
 from django.db.models import Aggregate, Count, F, FloatField, Q, Window
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Floor, RowNumber
 from django.utils import timezone
 
 from ..conf import jsonrpc_settings
@@ -32,7 +32,8 @@ def _median_rows(calls):
             count=Window(Count("id"), partition_by=[F("method")]),
         )
         # Rows ((n + 1) // 2) and ((n + 2) // 2): the middle one, or the middle two.
-        .filter(rank__gte=(F("count") + 1) / 2, rank__lte=(F("count") + 2) / 2)
+        # Floor: MySQL's "/" of integers is a decimal division (5 / 2 = 2.5).
+        .filter(rank__gte=Floor((F("count") + 1) / 2), rank__lte=Floor((F("count") + 2) / 2))
         .order_by()
         .values_list("method", "duration_ms")
     )

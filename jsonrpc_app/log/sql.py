@@ -15,7 +15,8 @@ into the database, for the live log and for the spool's replay alike.
 The INSERT statements are written here by hand rather than by the ORM's
 compiler, which costs more than the rest of logging a call: one statement
 for an envelope and one for all its calls, on PostgreSQL one statement for
-both. JSON values go to PostgreSQL in a form it reads back unchanged
+both, on MySQL/MariaDB as many for the calls as keep each under the
+server's packet limit (_by_size()). JSON values go to PostgreSQL in a form it reads back unchanged
 (``db_values()``, see escaping.db_json()).
 """
 
@@ -231,7 +232,10 @@ def _max_rows(conn, fields):
         except (AttributeError, TypeError):
             params = conn.features.max_query_params
         return max(1, params // len(fields))
-    if conn.vendor == "postgresql":
+    if conn.vendor in ("postgresql", "mysql"):
+        # MySQL's driver splices the values in itself (no bound parameters,
+        # whose limit is 65,535 there too); Django's bulk_batch_size() has no
+        # limit for it, and asked about one row answers one.
         return 65535 // len(fields)
     return conn.ops.bulk_batch_size(fields, [None]) or 1
 
@@ -549,8 +553,37 @@ def _insert_plain(conn, model, fields, objs):
         params = [list(c) for c in columns]
     else:
         row = "(%s)" % ", ".join(["%s"] * len(fields))
-        sql = "%s VALUES %s" % (head, ", ".join([row] * len(objs)))
-        params = list(itertools.chain.from_iterable(zip(*columns)))
+        rows = list(zip(*columns))
+        groups = _by_size(rows) if conn.vendor == "mysql" else (rows,)
+        with conn.cursor() as cursor:
+            for group in groups:
+                sql = "%s VALUES %s" % (head, ", ".join([row] * len(group)))
+                cursor.execute(sql, list(itertools.chain.from_iterable(group)))
+        return True
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
     return True
+
+
+# MySQL/MariaDB refuse a statement longer than max_allowed_packet (16 MiB by
+# default on MariaDB, 4 MiB on old MySQL), and mysqlclient sends the values
+# spliced into the statement: a batch of 1,000 calls, each result up to
+# LOG_MAX_VALUE_BYTES, would be one statement of up to 64 MiB, refused, and
+# refused again at every replay of the spool. Text of up to this many
+# characters per statement stays under 4 MiB even with every character
+# escaped (two bytes) or of two UTF-8 bytes.
+_MYSQL_STATEMENT_CHARS = 1024 * 1024
+
+
+def _by_size(rows):
+    """Split ``rows`` (tuples of adapted values) into groups of at most _MYSQL_STATEMENT_CHARS of text."""
+    groups, group, size = [], [], 0
+    for r in rows:
+        n = 64 + sum(len(v) for v in r if type(v) is str)
+        if group and size + n > _MYSQL_STATEMENT_CHARS:
+            groups.append(group)
+            group, size = [], 0
+        group.append(r)
+        size += n
+    groups.append(group)
+    return groups
