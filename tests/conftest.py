@@ -4,8 +4,22 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _spool_per_test(settings, tmp_path):
-    """Give each test its own call-log spool, replayed inline (no background thread)."""
+def _spool_per_test(settings, tmp_path, monkeypatch):
+    """
+    Give each test its own call-log spool, replayed inline (no background
+    thread), and its own journal directory.
+
+    The tests write the log at once (LOG_WRITER "request") unless they ask
+    for another writer: most of them read the rows right after the call.
+    tests/test_journal.py tests the journal, the library's default, and that
+    it stores the same rows.
+    """
+    from jsonrpc_app import conf
+
+    monkeypatch.setitem(conf.DEFAULTS, "LOG_WRITER", "request")
+    monkeypatch.setitem(conf.DEFAULTS, "LOG_JOURNAL_DIR", str(tmp_path / "jsonrpc-journal"))
+    monkeypatch.setitem(conf.DEFAULTS, "LOG_LOADER", "command")
+    conf.jsonrpc_settings.reload()
     settings.JSONRPC = {
         **getattr(settings, "JSONRPC", {}),
         "SPOOL_DIR": str(tmp_path / "jsonrpc-spool"),
@@ -16,10 +30,14 @@ def _spool_per_test(settings, tmp_path):
     # background flush thread must not leave them running: the writer would
     # write into the next test's database, the flusher replay the next
     # test's spool from under it. The writer first: it may spool.
-    from jsonrpc_app.log import store, writer
+    from jsonrpc_app.log import journal, loader, store, writer
 
     assert writer.stop(timeout=30), "the call log writer thread did not stop"
     store.stop_flusher()
+    assert loader.stop(timeout=30), "the call log loader thread did not stop"
+    journal.close()
+    monkeypatch.undo()
+    conf.jsonrpc_settings.reload()
 
 
 @pytest.fixture
