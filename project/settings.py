@@ -116,6 +116,8 @@ JSONRPC = {
     "LOG_WRITER": os.environ.get("JSONRPC_LOG_WRITER") or "journal",
     # Where the journal is kept; unset: BASE_DIR / "journal".
     "LOG_JOURNAL_DIR": os.environ.get("JSONRPC_JOURNAL_DIR") or None,
+    # "thread" (each worker loads the journal) or "command" (manage.py jsonrpc_log_loader does).
+    "LOG_LOADER": os.environ.get("JSONRPC_LOG_LOADER") or "thread",
 }
 
 LOGGING = {

@@ -19,4 +19,4 @@ DATABASE_ROUTERS = ["jsonrpc_app.routers.LogRouter"]
 # (tests/conftest.py), not the demo's environment's.
 from project.settings import JSONRPC  # noqa: E402
 
-JSONRPC = {k: v for k, v in JSONRPC.items() if k not in ("LOG_WRITER", "LOG_JOURNAL_DIR")}
+JSONRPC = {k: v for k, v in JSONRPC.items() if k not in ("LOG_WRITER", "LOG_JOURNAL_DIR", "LOG_LOADER")}

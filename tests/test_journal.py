@@ -503,3 +503,28 @@ def unreachable_log():
     connections[UNREACHABLE].close()
     del connections[UNREACHABLE]
 
+
+
+def test_the_admin_lists_say_how_far_the_loader_is_behind(use_journal, post, admin_client, journal_dir):
+    for i in range(3):
+        post(_subtract(i))
+    page = admin_client.get("/admin/jsonrpc_app/envelope/").content.decode()
+    assert "3 envelopes wait in the call log journal" in page
+    assert str(journal_dir) in page
+    assert "the oldest was received" in page
+    loader.load_pending()
+    page = admin_client.get("/admin/jsonrpc_app/call/").content.decode()
+    assert "wait in the call log journal" not in page
+
+
+def test_the_admin_warns_when_the_oldest_unloaded_envelope_is_old(use_journal, post, admin_client, journal_dir):
+    post(_subtract(1))
+    (path,) = journal.journals(journal_dir)
+    journal.close()
+    record = json.loads(path.read_bytes())
+    record["e"]["created_at"] = "2020-01-01T00:00:00+00:00"
+    path.write_bytes(json.dumps(record).encode() + b"\n")
+    response = admin_client.get("/admin/jsonrpc_app/envelope/")
+    levels = {m.level_tag: m.message for m in response.context["messages"]}
+    assert "Is the loader running" in levels["warning"]
+    assert "1 envelope waits" in levels["warning"]

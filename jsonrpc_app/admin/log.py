@@ -22,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..log import spool
+from .lag import journal_messages
 from ..models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, Source
 from .replay import EnvelopeReplayMixin
 
@@ -222,6 +223,7 @@ class LogAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         spool_warning(request)
+        journal_messages(request)
         return super().changelist_view(request, extra_context)
 
     @admin.display(description=_("user"), ordering="username")

@@ -75,6 +75,41 @@ def accepting():
     return journal.backlog() <= settings.LOG_JOURNAL_MAX_BYTES
 
 
+class Lag:
+    """How far the journal's loader is behind: what the admin shows."""
+
+    def __init__(self, where, lines, oldest_age, rejected, approximate=False, error=None):
+        self.where = where  # the journal directory, or the Redis stream
+        self.lines = lines  # envelopes not loaded yet
+        self.oldest_age = oldest_age  # seconds since the oldest of them was received, or None
+        self.rejected = rejected  # lines kept aside, refused by the database
+        self.approximate = approximate
+        self.error = error  # the journal could not be read (Redis down)
+
+
+def lag():
+    """Return the Lag of this host's journal (LOG_JOURNAL); reads the unloaded part of the journal."""
+    import time
+
+    if jsonrpc_settings.LOG_JOURNAL == "redis":
+        from . import redis_journal
+
+        status = redis_journal.status()
+        age = None if status.oldest_at is None else max(0.0, time.time() - status.oldest_at)
+        return Lag(status.directory, status.pending_lines, age, status.rejected, error=status.error)
+    status = journal.status(count=True)
+    age = None
+    if status.oldest:
+        try:
+            from django.utils import timezone
+
+            received = lines.decode(status.oldest).envelope.created_at
+            age = max(0.0, (timezone.now() - received).total_seconds())
+        except Exception:
+            age = None  # a torn first line: the loader sets it aside
+    return Lag(str(status.directory), status.pending_lines, age, status.rejected, status.approximate)
+
+
 def _journal(rows):
     """Append the rows' line to the journal (LOG_WRITER = "journal"); what the request pays for its log."""
     store.make_storable(rows)

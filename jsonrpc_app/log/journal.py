@@ -378,19 +378,27 @@ class JournalStatus:
         self.pending_lines = pending_lines  # None when not counted (count=False)
         self.oldest = oldest  # the first unloaded line, or None
         self.rejected = rejected
+        self.approximate = False  # pending_lines estimated from a part of the journal
 
     def __bool__(self):
         return bool(self.pending_bytes or self.rejected)
+
+
+# status(count=True) reads at most this much to count lines, and estimates the rest.
+COUNT_BYTES = 64 * 1024 * 1024
 
 
 def status(directory=None, count=False):
     """
     Return a JournalStatus of ``directory``: bytes (and with ``count``, lines)
     not loaded yet, and the first unloaded line (its age is the loader's lag).
+    Past COUNT_BYTES of unloaded lines, their number is estimated
+    (``approximate``).
     """
     directory = Path(directory) if directory is not None else journal_dir()
     files = pending = 0
     lines = 0 if count else None
+    counted = 0
     oldest = None
     rejected = 0
     for path in journals(directory):
@@ -403,24 +411,31 @@ def status(directory=None, count=False):
             continue
         files += 1
         pending += size - offset
-        if oldest is None or count:
+        if oldest is None or (count and counted < COUNT_BYTES):
             with open(path, "rb") as f:
                 f.seek(offset)
                 if oldest is None:
                     oldest = f.readline()
-                    if count:
-                        lines += oldest.count(b"\n")
-                if count:
-                    lines += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+                    f.seek(offset)
+                while count and counted < COUNT_BYTES:
+                    chunk = f.read(min(1 << 20, size - offset))
+                    if not chunk:
+                        break
+                    lines += chunk.count(b"\n")
+                    counted += len(chunk)
+    result = JournalStatus(directory, files, pending, lines, oldest, rejected)
+    if count and counted and counted < pending:
+        result.pending_lines = int(lines * pending / counted)
+        result.approximate = True
     if count:
         try:
             for entry in os.scandir(directory):
                 if entry.name.endswith(REJECTED):
                     with open(entry.path, "rb") as f:
-                        rejected += sum(c.count(b"\n") for c in iter(lambda: f.read(1 << 20), b""))
+                        result.rejected += sum(c.count(b"\n") for c in iter(lambda: f.read(1 << 20), b""))
         except FileNotFoundError:
             pass
-    return JournalStatus(directory, files, pending, lines, oldest, rejected)
+    return result
 
 
 def _read_pos(path):
