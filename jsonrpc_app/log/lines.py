@@ -40,6 +40,7 @@ _CALL_NAMES = tuple(
 )
 _call_values = operator.itemgetter(*_CALL_NAMES)
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
+_EXACT = b'{"v":%d,"exact":true' % FORMAT_VERSION
 
 
 def _default(value):
@@ -65,7 +66,9 @@ def encode(rows):
     try:
         return orjson.dumps(record, option=_NEWLINE)
     except TypeError:
-        # Integers beyond 64 bits: protocol.dumps() writes them with all their digits.
+        # Integers beyond 64 bits: protocol.dumps() writes them with all their
+        # digits, and the line says so (decode() must not read them as floats).
+        record = {"v": FORMAT_VERSION, "exact": True, **record}
         return protocol.dumps(record, _default) + b"\n"
 
 
@@ -98,7 +101,14 @@ def decode(line):
     Return the rows.LogRows of a journal line, unsaved; raise ValueError for
     a line that is not one (torn, of an unknown format, not JSON).
     """
-    record = protocol.loads(line)
+    if line.startswith(_EXACT):
+        record = protocol.loads(line)
+    else:
+        # Written by orjson: no integer beyond 64 bits, which orjson would read as a float.
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(str(exc)) from None
     if type(record) is not dict or record.get("v") != FORMAT_VERSION:
         raise ValueError("not a call log journal line of format %d" % FORMAT_VERSION)
     env = record.get("e")
