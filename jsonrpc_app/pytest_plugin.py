@@ -23,11 +23,12 @@ where the URL ``jsonrpc_app:endpoint`` resolves, else ``/rpc/``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .test import RpcClient
+if TYPE_CHECKING:
+    from .test import RpcClient
 
 DEFAULT_PATH = "/rpc/"
 
@@ -57,10 +58,16 @@ def endpoint_path(config: pytest.Config) -> str:
 @pytest.fixture
 def rpc(client: Any, db: None, pytestconfig: pytest.Config) -> RpcClient:
     """A ``jsonrpc_app.test.RpcClient`` over pytest-django's ``client``: ``rpc.call("subtract", 42, 23)``."""
+    # Imported here: pytest loads this module in every run where the package is
+    # installed, and needs nothing of jsonrpc_app (or Django) until a test asks.
+    from .test import RpcClient
+
     return RpcClient(client, endpoint_path(pytestconfig))
 
 
 @pytest.fixture
 def async_rpc(async_client: Any, db: None, pytestconfig: pytest.Config) -> RpcClient:
     """An RpcClient over pytest-django's ``async_client``: ``await async_rpc.acall("subtract", 42, 23)``."""
+    from .test import RpcClient
+
     return RpcClient(async_client, endpoint_path(pytestconfig))

@@ -366,3 +366,11 @@ def test_the_jsonrpc_path_ini_option_sets_the_fixtures_path(tmp_path):
     # The path is taken; nothing is served there, so the calls fail as unexpected answers.
     assert "2 failed, 1 passed" in run.stdout, run.stdout + run.stderr
     assert "UnexpectedResponse" in run.stdout
+
+
+def test_loading_the_plugin_imports_no_django():
+    # pytest loads it in every run where the package is installed, Django project or not.
+    code = "import sys, jsonrpc_app.pytest_plugin; print(sorted(m for m in sys.modules if m.startswith(('django', 'jsonrpc_app.test'))))"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
