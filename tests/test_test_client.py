@@ -327,7 +327,9 @@ def test_path(rpc):
 def _run_project_tests(tmp_path, ini, path_expected):
     (tmp_path / "test_project.py").write_text(PROJECT_TESTS % path_expected)
     (tmp_path / "pytest.ini").write_text(textwrap.dedent(ini))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JSONRPC_SPOOL_DIR": str(tmp_path / "spool")}
+    # SQLite in the child: a DATABASE_URL shared with this run would make both use one test database.
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(PYTHONPATH=str(ROOT), JSONRPC_SPOOL_DIR=str(tmp_path / "spool"))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "jsonrpc_app.pytest_plugin"],
         cwd=tmp_path,
