@@ -142,8 +142,7 @@ def replay_test_source(call):
         *([""] if imports else []),
         "",
         "def %s(%s):" % (_name(call), ", ".join(fixtures)),
-        '    """Replay %s (call #%s, logged %s) and expect what was answered then."""'
-        % (call.method or "an invalid request", call.pk, when),
+        '    """Replay call #%s of the call log (%s, %s)."""' % (call.pk, call.method or "an invalid request", when),
     ]
     lines += ["    " + line.replace("\n", "\n    ") if line else "" for line in body]
     return "\n".join(lines) + "\n"
