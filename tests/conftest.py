@@ -1,6 +1,12 @@
 import json
+from importlib.metadata import entry_points
 
 import pytest
+
+# The rpc/async_rpc fixtures of jsonrpc_app.pytest_plugin: loaded by its pytest11
+# entry point where the package is installed, by name here where it is not.
+if not any(ep.value == "jsonrpc_app.pytest_plugin" for ep in entry_points(group="pytest11")):
+    pytest_plugins = ["jsonrpc_app.pytest_plugin"]
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,7 @@ from django.utils.translation import ngettext
 from ..log import spool
 from .lag import journal_messages
 from ..models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, Source
+from .copy_test import CopyAsTestMixin
 from .replay import EnvelopeReplayMixin
 
 # Filter sidebars list at most this many values (a client can invent method names).
@@ -375,7 +376,7 @@ class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
         return pretty_json_text(obj.response_body)
 
 
-class CallAdmin(LogAdmin):
+class CallAdmin(CopyAsTestMixin, LogAdmin):
     list_display = [
         "received",
         "method_display",
