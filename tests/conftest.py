@@ -22,9 +22,13 @@ def _spool_per_test(settings, tmp_path, monkeypatch):
     """
     from jsonrpc_app import conf
 
-    monkeypatch.setitem(conf.DEFAULTS, "LOG_WRITER", "request")
-    monkeypatch.setitem(conf.DEFAULTS, "LOG_JOURNAL_DIR", str(tmp_path / "jsonrpc-journal"))
-    monkeypatch.setitem(conf.DEFAULTS, "LOG_LOADER", "command")
+    # The settings' defaults for the tests (conf.DEFAULTS itself stays as written).
+    monkeypatch.setattr(conf.jsonrpc_settings, "defaults", {
+        **conf.DEFAULTS,
+        "LOG_WRITER": "request",
+        "LOG_JOURNAL_DIR": str(tmp_path / "jsonrpc-journal"),
+        "LOG_LOADER": "command",
+    })
     conf.jsonrpc_settings.reload()
     settings.JSONRPC = {
         **getattr(settings, "JSONRPC", {}),

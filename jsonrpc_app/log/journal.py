@@ -53,11 +53,16 @@ REJECTED = ".rejected"
 _BACKLOG_EVERY = 1.0
 
 
+_dir_cache = [object(), None]
+
+
 def journal_dir():
     """Return LOG_JOURNAL_DIR, else BASE_DIR/journal, else a directory in the system's temp dir."""
     configured = jsonrpc_settings.LOG_JOURNAL_DIR
     if configured:
-        return Path(configured)
+        if _dir_cache[0] is not configured:  # a Path per setting, not per append
+            _dir_cache[:] = [configured, Path(configured)]
+        return _dir_cache[1]
     base = getattr(settings, "BASE_DIR", None)
     if base:
         return Path(base) / "journal"
@@ -127,7 +132,7 @@ def append(line):
     policy = jsonrpc_settings.LOG_JOURNAL_FSYNC
     with state.lock:
         directory = journal_dir()
-        if state.fd is None or state.directory != directory:
+        if state.fd is None or (state.directory is not directory and state.directory != directory):
             _open_new(state, directory)
         elif state.size >= jsonrpc_settings.LOG_JOURNAL_ROTATE_BYTES:
             _open_new(state, directory)
