@@ -81,6 +81,7 @@ class PrometheusObserver(Observer):
         # Children per label value, to skip .labels()'s lock and lookups on each call.
         self._children = {}
         self._error_children = {}
+        self._invalid_calls = None
 
     def _child(self, method):
         found = self._children.get(method)
@@ -108,5 +109,7 @@ class PrometheusObserver(Observer):
             self._error(method, error.get("code")).inc()
 
     def invalid(self, item, context):
-        self._child(INVALID)[0].inc()
+        if self._invalid_calls is None:
+            self._invalid_calls = self.calls.labels(INVALID)
+        self._invalid_calls.inc()
         self._error(INVALID, item.error.get("code")).inc()
