@@ -129,7 +129,7 @@ def wrap(run):
     found = _observers if _observers is not None else load()
     if not found:
         return run
-    active = tuple(o for o in found if _is_active(o))
+    active = [o for o in found if _is_active(o)]
     if not active:
         return run
 
@@ -201,7 +201,7 @@ async def acall(observers, arun, request, context, record=None):
 def awrap(arun):
     """``wrap()`` for an async per-call step (a coroutine function taking ``(request, context, record=None)``)."""
     found = _observers if _observers is not None else load()
-    active = tuple(o for o in found if _is_active(o))
+    active = [o for o in found if _is_active(o)]
     if not active:
         return arun
 

@@ -362,6 +362,8 @@ from jsonrpc_app.context import CallContext
 settings.JSONRPC = {"OBSERVERS": ["jsonrpc_app.contrib.otel.OpenTelemetryObserver"]}
 from jsonrpc_app.conf import jsonrpc_settings
 jsonrpc_settings.reload(); observe.reset()
+[observer] = observe.observers()
+observer.recheck_interval = 3600
 print(observe.wrap(dispatch.run) is dispatch.run)
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -371,13 +373,17 @@ exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
+# Looked for again at most once per recheck_interval: not yet...
+print(observe.wrap(dispatch.run) is dispatch.run)
+# ...but once the interval is over.
+observer._next_check = 0.0
 print(observe.wrap(dispatch.run) is dispatch.run)
 body = json.dumps({"jsonrpc": "2.0", "method": "subtract", "params": [2, 1], "id": 1})
 service.answer(body, CallContext(source="test", log=False))
 print([s.name for s in exporter.get_finished_spans()])
 """
     )
-    assert out.split("\n")[:3] == ["True", "False", "['subtract']"]
+    assert out.split("\n")[:4] == ["True", "True", "False", "['subtract']"]
 
 
 def test_with_no_observer_configured_neither_extra_is_imported():

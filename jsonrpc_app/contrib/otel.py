@@ -31,10 +31,11 @@ comma-separated list, as the OpenTelemetry instrumentations do):
 Every JSON-RPC error sets the span's status to ERROR (described by the error
 message). With no tracer provider and no meter provider configured (the API
 alone), the observer stays out of the way: the dispatcher does not even call
-it, until a provider is set.
+it; it looks again for a provider at most once a second (``recheck_interval``).
 """
 
 import os
+import time
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -55,6 +56,8 @@ OTHER = "_OTHER"
 NEW_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
 
 DEFAULT, NEW, DUP = "default", "rpc", "rpc/dup"
+
+_perf = time.perf_counter
 
 
 def stability_mode(value=None):
@@ -95,15 +98,24 @@ class OpenTelemetryObserver(Observer):
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._ready = False
+        self._next_check = 0.0
         if tracer_provider is not None or meter_provider is not None:
             self._setup()
 
     # -- when to observe ------------------------------------------------------
 
+    # While no provider is configured, how often to look again, in seconds:
+    # the look costs about as much as a call, the clock a tenth of it.
+    recheck_interval = 1.0
+
     def active(self):
         """False while neither a tracer nor a meter provider is configured (nothing would be recorded)."""
         if self._ready:
             return True
+        now = _perf()
+        if now < self._next_check:
+            return False
+        self._next_check = now + self.recheck_interval
         if isinstance(trace.get_tracer_provider(), ProxyTracerProvider) and _is_proxy(metrics.get_meter_provider()):
             return False
         self._setup()
