@@ -8,12 +8,14 @@ SDK (in-memory span exporter and metric reader), with Prometheus, and with both.
 Bodies go through ``service.answer()`` with the call log off (the log's cost
 is bench/log_cost.py's), so what differs between the rows is only the
 observers: a batch of 100 ``subtract`` calls (µs per call) and a single call
-(µs per envelope). The targets take turns within each round, and each figure
+(µs per envelope). The targets take turns within each round (each round starting with the next
+one, after a garbage collection), and each figure
 is the median of the rounds. Absolute times vary on a shared machine; compare
 the rows of one run.
 """
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -103,9 +105,12 @@ def main():
         use(observers)
         timed(batch, 20)
         timed(single, 200)
-    for _ in range(args.rounds):
-        for label, observers, clear in rows:
+    for round_ in range(args.rounds):
+        # Each round starts with another target, so that none always runs first.
+        shift = round_ % len(rows)
+        for label, observers, clear in rows[shift:] + rows[:shift]:
             use(observers)
+            gc.collect()
             results[label]["call"].append(timed(batch, batches) / 100)
             results[label]["single"].append(timed(single, batches * 10))
             if clear is not None:
