@@ -46,8 +46,6 @@ _perf = time.perf_counter
 
 # The loaded observers, or None until the first envelope after a change of JSONRPC.
 _observers = None
-# (entry, exception) of the entries of OBSERVERS that could not be loaded.
-_failed = []
 
 
 class Observer:
@@ -90,14 +88,11 @@ def load():
     """Load ``JSONRPC["OBSERVERS"]``; return the tuple of observers (entries that fail are logged and left out)."""
     global _observers
     found = []
-    failed = []
     for entry in jsonrpc_settings.OBSERVERS or ():
         try:
             found.append(_build(entry))
-        except Exception as exc:
-            failed.append((entry, exc))
+        except Exception:
             logger.exception("jsonrpc_app: the observer %r could not be loaded; calls go on without it", entry)
-    _failed[:] = failed
     _observers = tuple(found)
     return _observers
 

@@ -35,6 +35,7 @@ it; it looks again for a provider at most once a second (``recheck_interval``).
 """
 
 import os
+import threading
 import time
 
 from opentelemetry import context as otel_context
@@ -99,6 +100,7 @@ class OpenTelemetryObserver(Observer):
         self._meter_provider = meter_provider
         self._ready = False
         self._next_check = 0.0
+        self._lock = threading.Lock()
         if tracer_provider is not None or meter_provider is not None:
             self._setup()
 
@@ -122,6 +124,11 @@ class OpenTelemetryObserver(Observer):
         return True
 
     def _setup(self):
+        with self._lock:
+            if not self._ready:
+                self._make_instruments()
+
+    def _make_instruments(self):
         version = _package_version()
         self.tracer = trace.get_tracer(
             "jsonrpc_app", version, tracer_provider=self._tracer_provider, schema_url=self.schema_url
