@@ -5,10 +5,12 @@ Load test of the call log: does every acknowledged call reach the log?
 Starts the demo project under gunicorn (4 workers) against a fresh database,
 sends a known number of JSON-RPC calls -- singles, batches, notifications,
 some with hostile values (NUL, lone surrogates, 2**64, 1e308) -- from
-several concurrent clients on 127.0.0.1, restarts PostgreSQL in the middle,
-stops the server, flushes the spool (``manage.py jsonrpc_flush_spool``) and
-compares the calls acknowledged (HTTP 200/204 with a valid answer) with the
-rows in the call log. Prints::
+several concurrent clients on 127.0.0.1, restarts PostgreSQL in the middle
+(or, with ``--kill-worker``, SIGKILLs one gunicorn worker in the middle),
+stops the server, runs a loader (``manage.py jsonrpc_log_loader --once``: the
+journal, LOG_WRITER "journal", the default) and flushes the spool (``manage.py
+jsonrpc_flush_spool``), and compares the calls acknowledged (HTTP 200/204
+with a valid answer) with the rows in the call log. Prints::
 
     sent S, ok K, 5xx X, logged L, lost N
 
@@ -18,6 +20,7 @@ twice, and every request got an answer).
     python -m bench.load_test                      # PostgreSQL with a restart, then SQLite
     python -m bench.load_test --db sqlite --calls 2000
     python -m bench.load_test --db postgres --no-restart
+    python -m bench.load_test --db postgres --no-restart --kill-worker
 
 PostgreSQL: a database named --pg-db (default "loadtest") is dropped and
 created at --pg-url; the restart runs ``pg_ctlcluster --skip-systemctl-redirect
@@ -234,7 +237,9 @@ def load(db, args):
         DJANGO_SETTINGS_MODULE="project.settings",
         DJANGO_DEBUG="0",
         JSONRPC_SPOOL_DIR=str(work / "spool"),
+        JSONRPC_JOURNAL_DIR=str(work / "journal"),
         JSONRPC_LOG_WRITER=args.log_writer,
+        JSONRPC_LOG_LOADER=args.loader,
         # Persistent connections: a restart breaks them under the workers' feet.
         CONN_MAX_AGE=str(args.conn_max_age),
         PYTHONPATH=str(ROOT),
@@ -249,9 +254,9 @@ def load(db, args):
     env["DATABASE_URL"] = database_url
     restart = db == "postgres" and not args.no_restart
     print(
-        "== %s: %d calls, %d clients, gunicorn -w %d, LOG_WRITER %s%s (work dir %s)"
-        % (db, args.calls, args.clients, args.workers, args.log_writer,
-           ", PostgreSQL restart" if restart else "", work),
+        "== %s: %d calls, %d clients, gunicorn -w %d, LOG_WRITER %s (loader: %s)%s%s (work dir %s)"
+        % (db, args.calls, args.clients, args.workers, args.log_writer, args.loader,
+           ", PostgreSQL restart" if restart else "", ", one worker SIGKILLed" if args.kill_worker else "", work),
         flush=True,
     )
     run([PYTHON, "manage.py", "migrate", "--noinput"], env)
@@ -301,7 +306,10 @@ def load(db, args):
                 return
             time.sleep(0.01)
         restart_info["at_call"] = progress[0]
-        restart_info["seconds"] = pg_restart()
+        if args.kill_worker:
+            restart_info["killed"] = kill_one_worker(server.pid)
+        if restart:
+            restart_info["seconds"] = pg_restart()
         restarted.set()
 
     started = time.monotonic()
@@ -309,7 +317,7 @@ def load(db, args):
     for t in threads:
         t.start()
     watcher = None
-    if restart:
+    if restart or args.kill_worker:
         watcher = threading.Thread(target=restarter)
         watcher.start()
     for t in threads:
@@ -319,12 +327,15 @@ def load(db, args):
         watcher.join()
     stop_server(server)
 
+    journal_left = unloaded_lines(work / "journal")
+    loaded = run([PYTHON, "manage.py", "jsonrpc_log_loader", "--once"], env, check=False)
     pending = spool_lines(work / "spool")
     flushed = run([PYTHON, "manage.py", "jsonrpc_flush_spool"], env, check=False)
     markers = logged_markers(database_url, sqlite_path)
     log_text = (work / "gunicorn.log").read_text(errors="replace")
     replayed_by_workers = sum(int(m) for m in re.findall(r"FlushResult written=(\d+)", log_text))
     spool_warnings = log_text.count("cannot be written")
+    loader_warnings = log_text.count("The call log loader cannot write")
 
     sent = args.calls
     ok = len(acked)
@@ -348,28 +359,59 @@ def load(db, args):
         "%d envelopes were left for jsonrpc_flush_spool"
         % (spool_warnings, replayed_by_workers, pending)
     )
+    if args.kill_worker:
+        print("worker %s SIGKILLed after %s calls" % (restart_info.get("killed"), restart_info.get("at_call")))
+    print("journal: loaders reported the database unwritable %d times; %d lines were left after the "
+          "workers stopped, for the next loader" % (loader_warnings, journal_left))
+    print("jsonrpc_log_loader --once: %s" % (loaded.stdout.strip() or loaded.stderr.strip()))
     print("jsonrpc_flush_spool: %s" % (flushed.stdout.strip() or flushed.stderr.strip()))
     if duplicated:
         print("DUPLICATED: %d calls were logged more than once" % duplicated)
     print("sent %d, ok %d, 5xx %d, logged %d, lost %d" % (sent, ok, stats["5xx"], logged, lost), flush=True)
+    # A killed worker drops the connections it held: those calls were never
+    # answered, and only answered calls must be logged.
     passed = (
         stats["5xx"] == 0
         and lost == 0
         and duplicated == 0
-        and stats["unanswered"] == 0
+        and (stats["unanswered"] == 0 or args.kill_worker)
         and flushed.returncode == 0
-        and (restarted.is_set() or not restart)
+        and loaded.returncode == 0
+        and (restarted.is_set() or not (restart or args.kill_worker))
     )
     return passed
 
 
-def spool_lines(directory):
+def spool_lines(directory, suffixes=(".jsonl", ".replay")):
     count = 0
     if directory.is_dir():
         for path in directory.iterdir():
-            if path.name.endswith((".jsonl", ".replay")):
+            if path.name.endswith(suffixes):
                 count += path.read_bytes().count(b"\n")
     return count
+
+
+def unloaded_lines(directory):
+    """Lines of the journal files past their loader's checkpoint."""
+    count = 0
+    if directory.is_dir():
+        for path in directory.glob("*.journal"):
+            pos = Path(str(path) + ".pos")
+            offset = int(pos.read_bytes().strip() or 0) if pos.exists() else 0
+            with open(path, "rb") as f:
+                f.seek(offset)
+                count += f.read().count(b"\n")
+    return count
+
+
+def kill_one_worker(master_pid):
+    """SIGKILL one of gunicorn's workers (the master starts another); return its pid."""
+    children = subprocess.run(["pgrep", "-P", str(master_pid)], capture_output=True, text=True).stdout.split()
+    if not children:
+        return None
+    pid = int(children[0])
+    os.kill(pid, signal.SIGKILL)
+    return pid
 
 
 def main():
@@ -380,9 +422,12 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--no-restart", action="store_true", help="do not restart PostgreSQL")
     parser.add_argument(
-        "--log-writer", choices=["request", "background"], default="request",
+        "--log-writer", choices=["journal", "request", "background"], default="journal",
         help="JSONRPC LOG_WRITER of the workers (background: stopped with SIGTERM, which flushes)",
     )
+    parser.add_argument("--kill-worker", action="store_true", help="SIGKILL one gunicorn worker mid-run")
+    parser.add_argument("--loader", choices=["thread", "command"], default="thread",
+                        help="journal: a loader thread in each worker, or only jsonrpc_log_loader after the run")
     parser.add_argument(
         "--restart-at", type=float, default=0.4, help="restart after this share of the calls"
     )

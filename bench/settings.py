@@ -77,11 +77,14 @@ REST_FRAMEWORK = {
 }
 
 # BENCH_LOG: "0" log off, "1" log on (written by the request), "2" log on,
-# written by the background writer (many envelopes per transaction).
+# written by the background writer (many envelopes per transaction), "3" log
+# on, the journal (appended on the request, loaded by each worker's thread).
 _BENCH_LOG = os.environ.get("BENCH_LOG")
 JSONRPC = {
-    "LOG_POLICY": "all" if _BENCH_LOG in ("1", "2") else "none",
-    "LOG_WRITER": "background" if _BENCH_LOG == "2" else "request",
+    "LOG_POLICY": "all" if _BENCH_LOG in ("1", "2", "3") else "none",
+    "LOG_WRITER": {"2": "background", "3": "journal"}.get(_BENCH_LOG, "request"),
+    "LOG_JOURNAL_DIR": str(RESULTS_DIR / "journal"),
+    "SPOOL_DIR": str(RESULTS_DIR / "spool"),
 }
 
 # django-modern-rpc: JSON-RPC only, its default (standard library json) backend.

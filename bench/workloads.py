@@ -11,6 +11,7 @@ TARGETS = {
     "app": ("/rpc/", "0"),
     "app-log": ("/rpc/", "1"),
     "app-log-bg": ("/rpc/", "2"),
+    "app-log-journal": ("/rpc/", "3"),
     "modern-rpc": ("/modern-rpc/", "0"),
 }
 
@@ -18,8 +19,9 @@ LABELS = {
     "bare": "bare Django view (json)",
     "bare-orjson": "bare Django view (orjson)",
     "app": "jsonrpc_app, logging off",
-    "app-log": "jsonrpc_app, logging on",
+    "app-log": "jsonrpc_app, logging on, written on the request",
     "app-log-bg": "jsonrpc_app, logging on, background writer",
+    "app-log-journal": "jsonrpc_app, logging on, journal (the default)",
     "modern-rpc": "django-modern-rpc 2.1.0",
 }
 

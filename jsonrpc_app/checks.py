@@ -10,10 +10,11 @@ from .conf import DEFAULTS, jsonrpc_settings
 from .models import Envelope
 from .openrpc import error_object
 from .registry import all_registries
+from .log.journal import journal_dir
 from .log.spool import spool_dir
 
 LOG_POLICIES = ("all", "errors", "none")
-LOG_WRITERS = ("request", "background")
+LOG_WRITERS = ("journal", "request", "background")
 
 
 @register(Tags.compatibility)
@@ -147,6 +148,79 @@ def check_spool_settings(app_configs=None, **kwargs):
                 hint="Set JSONRPC['SPOOL_DIR'] to a directory this process can write, on a "
                 "local disk that survives a reboot.",
                 id="jsonrpc_app.W040",
+            )
+        )
+    return errors
+
+
+_CHOICES = {
+    "LOG_JOURNAL": ("file", "redis"),
+    "LOG_JOURNAL_FSYNC": ("interval", "always", "never"),
+    "LOG_JOURNAL_FULL": ("warn", "refuse"),
+    "LOG_LOADER": ("thread", "command"),
+}
+_POSITIVE = (
+    "LOG_JOURNAL_FSYNC_INTERVAL",
+    "LOG_JOURNAL_ROTATE_BYTES",
+    "LOG_JOURNAL_MAX_BYTES",
+    "LOG_JOURNAL_REDIS_CLAIM_IDLE",
+    "LOG_LOADER_INTERVAL",
+    "LOG_LOADER_CHUNK",
+)
+
+
+@register(Tags.compatibility)
+def check_journal_settings(app_configs=None, **kwargs):
+    """The call log's journal and loader: their choices and numbers, and a directory this process can write."""
+    errors = []
+    for key, choices in _CHOICES.items():
+        value = getattr(jsonrpc_settings, key)
+        if value not in choices:
+            errors.append(
+                Error(
+                    "JSONRPC[%r] must be one of %s, not %r." % (key, ", ".join(choices), value),
+                    id="jsonrpc_app.E045",
+                )
+            )
+    for key in _POSITIVE:
+        value = getattr(jsonrpc_settings, key)
+        if type(value) not in (int, float) or value <= 0:
+            errors.append(
+                Error(
+                    "JSONRPC[%r] must be a positive number, not %r." % (key, value),
+                    hint="The default is %r." % (DEFAULTS[key],),
+                    id="jsonrpc_app.E046",
+                )
+            )
+    if jsonrpc_settings.LOG_WRITER != "journal":
+        return errors
+    if jsonrpc_settings.LOG_JOURNAL == "redis":
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            errors.append(
+                Error(
+                    "JSONRPC['LOG_JOURNAL'] is 'redis' but the redis package is not installed.",
+                    hint="pip install 'jsonrpc-app[redis]'",
+                    id="jsonrpc_app.E047",
+                )
+            )
+        return errors
+    if jsonrpc_settings.LOG_JOURNAL != "file":
+        return errors
+    directory = journal_dir()
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        errors.append(
+            Warning(
+                "The call log's journal directory %s cannot be created or written; HTTP calls "
+                "would be written to the database at once instead (or lost if it cannot take them)."
+                % directory,
+                hint="Set JSONRPC['LOG_JOURNAL_DIR'] to a directory this process can write, on a "
+                "local disk that survives a reboot (or LOG_JOURNAL = 'redis' where none does).",
+                id="jsonrpc_app.W041",
             )
         )
     return errors

@@ -41,10 +41,48 @@ DEFAULTS = {
     "THROTTLE_CLASSES": None,
     # The "info" object of the OpenRPC document served by rpc.discover.
     "OPENRPC_INFO": {"title": "JSON-RPC API", "version": "1.0.0"},
-    # Who writes the call log: "request" (the request's thread, before the
-    # response is sent) or "background" (a thread of each process, grouping
+    # Who writes the call log of HTTP calls: "journal" (the request appends one
+    # line to a journal, and a loader writes the lines to the database in bulk:
+    # jsonrpc_app.log.journal and .loader), "request" (the request's thread, before
+    # the response is sent) or "background" (a thread of each process, grouping
     # the envelopes of many requests into one transaction; see jsonrpc_app.log.writer).
-    "LOG_WRITER": "request",
+    # The admin's try-it and replay, and the CLI, always write at once.
+    "LOG_WRITER": "journal",
+    # "journal": where the journal is kept, "file" (LOG_JOURNAL_DIR) or "redis"
+    # (a Redis Stream: LOG_JOURNAL_REDIS_URL, LOG_JOURNAL_REDIS_STREAM).
+    "LOG_JOURNAL": "file",
+    # The journal's directory. None: BASE_DIR / "journal" when the project defines
+    # BASE_DIR, else "jsonrpc_app-journal" in the system's temp directory.
+    "LOG_JOURNAL_DIR": None,
+    # When appended lines reach the disk: "always" (fsync before answering),
+    # "interval" (a thread fsyncs every LOG_JOURNAL_FSYNC_INTERVAL seconds) or
+    # "never" (the kernel decides). Only a power loss or kernel crash loses what
+    # was not fsync'd; a killed process loses nothing.
+    "LOG_JOURNAL_FSYNC": "interval",
+    "LOG_JOURNAL_FSYNC_INTERVAL": 0.05,
+    # A process starts a new journal file past this many bytes (the loader
+    # deletes a sealed file once it is loaded).
+    "LOG_JOURNAL_ROTATE_BYTES": 64 * 1024 * 1024,
+    # Bytes waiting to be loaded past which the journal is "full": then
+    # LOG_JOURNAL_FULL says what happens, "warn" (keep appending, a WARNING on
+    # the jsonrpc_app logger once a minute) or "refuse" (calls are answered
+    # with the server error -32050 until the loader catches up). Nothing
+    # appended is ever dropped.
+    "LOG_JOURNAL_MAX_BYTES": 1024 * 1024 * 1024,
+    "LOG_JOURNAL_FULL": "warn",
+    "LOG_JOURNAL_REDIS_URL": "redis://127.0.0.1:6379/0",
+    "LOG_JOURNAL_REDIS_STREAM": "jsonrpc_app:journal",
+    # A pending entry of a loader that died is taken over after this many seconds.
+    "LOG_JOURNAL_REDIS_CLAIM_IDLE": 30.0,
+    # Who loads the journal: "thread" (a thread of each process) or "command"
+    # (only manage.py jsonrpc_log_loader; the workers only append).
+    "LOG_LOADER": "thread",
+    # Seconds between the loader thread's looks at the journal.
+    "LOG_LOADER_INTERVAL": 0.2,
+    # Most envelopes per loader transaction.
+    "LOG_LOADER_CHUNK": 1000,
+    # PostgreSQL: load with COPY (False: the multi-row INSERTs of the other databases).
+    "LOG_LOADER_COPY": True,
     # "background": the longest an envelope waits in memory before its group is written.
     "LOG_WRITER_MAX_DELAY": 0.05,
     # "background": the most envelopes waiting in memory; past that, requests

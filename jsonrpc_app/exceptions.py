@@ -120,6 +120,14 @@ class MethodDisabled(JsonRpcError):
     message = "Method disabled"
 
 
+class CallLogFull(JsonRpcError):
+    """The call log's journal holds more than LOG_JOURNAL_MAX_BYTES (LOG_JOURNAL_FULL = "refuse")."""
+
+    code = -32050
+    message = "Call log full"
+    http_status = 503
+
+
 class Throttled(JsonRpcError):
     """``data`` is ``{"wait": seconds}``, the wait rounded up (None: unknown)."""
 

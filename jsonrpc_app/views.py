@@ -29,7 +29,7 @@ from . import log, openrpc, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
 from .encoding import json_default
-from .exceptions import InvalidRequest, JsonRpcError, Throttled, to_error
+from .exceptions import CallLogFull, InvalidRequest, JsonRpcError, Throttled, to_error
 from .permissions import check_throttles
 from .registry import MethodRegistry
 from .registry import registry as default_registry
@@ -255,6 +255,9 @@ class JsonRpcView(View):
         )
         if error is None:
             error = self.endpoint_error(drf_request)
+        if error is None and context.log and not log.accepting():
+            # The journal is full (LOG_JOURNAL_FULL = "refuse"): refused, and not logged.
+            error, context.log = CallLogFull(), False
         if error is not None:
             # Log whoever authentication established (a throttled user), else
             # anonymous; never authenticate again just to write the log.

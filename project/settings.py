@@ -110,8 +110,14 @@ JSONRPC = {
     # Where the call log waits while its database cannot be written; unset:
     # BASE_DIR / "spool".
     "SPOOL_DIR": os.environ.get("JSONRPC_SPOOL_DIR") or None,
-    # "request" (the default: written before the answer) or "background" (README, "Call log").
-    "LOG_WRITER": os.environ.get("JSONRPC_LOG_WRITER") or "request",
+    # "journal" (the default: one line appended on the request, loaded into the
+    # database off it), "request" (written before the answer) or "background"
+    # (README, "Call log").
+    "LOG_WRITER": os.environ.get("JSONRPC_LOG_WRITER") or "journal",
+    # Where the journal is kept; unset: BASE_DIR / "journal".
+    "LOG_JOURNAL_DIR": os.environ.get("JSONRPC_JOURNAL_DIR") or None,
+    # "thread" (each worker loads the journal) or "command" (manage.py jsonrpc_log_loader does).
+    "LOG_LOADER": os.environ.get("JSONRPC_LOG_LOADER") or "thread",
 }
 
 LOGGING = {

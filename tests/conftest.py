@@ -1,11 +1,31 @@
 import json
+from importlib.metadata import entry_points
 
 import pytest
 
+# The rpc/async_rpc fixtures of jsonrpc_app.pytest_plugin: loaded by its pytest11
+# entry point where the package is installed, by name here where it is not.
+if not any(ep.value == "jsonrpc_app.pytest_plugin" for ep in entry_points(group="pytest11")):
+    pytest_plugins = ["jsonrpc_app.pytest_plugin"]
+
 
 @pytest.fixture(autouse=True)
-def _spool_per_test(settings, tmp_path):
-    """Give each test its own call-log spool, replayed inline (no background thread)."""
+def _spool_per_test(settings, tmp_path, monkeypatch):
+    """
+    Give each test its own call-log spool, replayed inline (no background
+    thread), and its own journal directory.
+
+    The tests write the log at once (LOG_WRITER "request") unless they ask
+    for another writer: most of them read the rows right after the call.
+    tests/test_journal.py tests the journal, the library's default, and that
+    it stores the same rows.
+    """
+    from jsonrpc_app import conf
+
+    monkeypatch.setitem(conf.DEFAULTS, "LOG_WRITER", "request")
+    monkeypatch.setitem(conf.DEFAULTS, "LOG_JOURNAL_DIR", str(tmp_path / "jsonrpc-journal"))
+    monkeypatch.setitem(conf.DEFAULTS, "LOG_LOADER", "command")
+    conf.jsonrpc_settings.reload()
     settings.JSONRPC = {
         **getattr(settings, "JSONRPC", {}),
         "SPOOL_DIR": str(tmp_path / "jsonrpc-spool"),
@@ -16,10 +36,14 @@ def _spool_per_test(settings, tmp_path):
     # background flush thread must not leave them running: the writer would
     # write into the next test's database, the flusher replay the next
     # test's spool from under it. The writer first: it may spool.
-    from jsonrpc_app.log import store, writer
+    from jsonrpc_app.log import journal, loader, store, writer
 
     assert writer.stop(timeout=30), "the call log writer thread did not stop"
     store.stop_flusher()
+    assert loader.stop(timeout=30), "the call log loader thread did not stop"
+    journal.close()
+    monkeypatch.undo()
+    conf.jsonrpc_settings.reload()
 
 
 @pytest.fixture

@@ -14,3 +14,9 @@ DATABASES = {
     "log": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
 }
 DATABASE_ROUTERS = ["jsonrpc_app.routers.LogRouter"]
+
+# The call log's writer and journal directory are the tests' to choose
+# (tests/conftest.py), not the demo's environment's.
+from project.settings import JSONRPC  # noqa: E402
+
+JSONRPC = {k: v for k, v in JSONRPC.items() if k not in ("LOG_WRITER", "LOG_JOURNAL_DIR", "LOG_LOADER")}

@@ -57,6 +57,7 @@ def test_four_processes_writing_the_sqlite_log_at_once_lose_no_row(tmp_path):
         DJANGO_SETTINGS_MODULE="project.settings",
         DATABASE_URL="sqlite:///%s" % database,
         JSONRPC_SPOOL_DIR=str(spool),
+        JSONRPC_JOURNAL_DIR=str(tmp_path / "journal"),
         DJANGO_DEBUG="0",
         PYTHONPATH=str(ROOT),
     )

@@ -22,7 +22,9 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..log import spool
+from .lag import journal_messages
 from ..models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, Source
+from .copy_test import CopyAsTestMixin
 from .replay import EnvelopeReplayMixin
 
 # Filter sidebars list at most this many values (a client can invent method names).
@@ -222,6 +224,7 @@ class LogAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         spool_warning(request)
+        journal_messages(request)
         return super().changelist_view(request, extra_context)
 
     @admin.display(description=_("user"), ordering="username")
@@ -373,7 +376,7 @@ class EnvelopeAdmin(EnvelopeReplayMixin, LogAdmin):
         return pretty_json_text(obj.response_body)
 
 
-class CallAdmin(LogAdmin):
+class CallAdmin(CopyAsTestMixin, LogAdmin):
     list_display = [
         "received",
         "method_display",

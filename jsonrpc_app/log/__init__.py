@@ -5,6 +5,11 @@ The call log's writing side: the only code that writes ``Envelope`` and ``Call``
 admin's try-it and replay, the CLI). Its steps, one module each, imports
 pointing down this list:
 
+- ``journal`` (on disk) and ``redis_journal`` (Redis Streams): the journal
+  (``LOG_WRITER = "journal"``, the default), which ``record()`` appends the
+  line of an HTTP envelope to (``lines``: the rows as one line);
+- ``loader``: writes the journal's lines to the database in bulk, off the
+  request (a thread of each process, or ``manage.py jsonrpc_log_loader``);
 - ``writer``: the background writer thread (``LOG_WRITER = "background"``),
   which ``record()`` hands the rows of HTTP envelopes to;
 - ``store``: write now, or append to the spool when the database cannot
@@ -30,8 +35,8 @@ import logging
 from django.core.signals import request_finished
 
 from ..conf import jsonrpc_settings
-from . import store, writer
-from .rows import build_rows, is_on
+from . import journal, lines, loader, store, writer
+from .rows import build_rows, is_on, report_failure  # noqa: F401 (is_on: the log's public switch)
 from .sql import write_uncommitted
 
 logger = logging.getLogger("jsonrpc_app")
@@ -51,6 +56,94 @@ def install():
     if not _installed:
         _installed = True
         atexit.register(writer.flush_at_exit)
+        atexit.register(loader.at_exit)
+
+
+_FULL_WARNING_EVERY = 60.0
+_full = {"warned_at": -_FULL_WARNING_EVERY}
+
+
+def accepting():
+    """
+    False when calls must be refused because the journal is full
+    (LOG_JOURNAL_FULL = "refuse" and more than LOG_JOURNAL_MAX_BYTES wait to
+    be loaded); the endpoint then answers the server error -32050.
+    """
+    settings = jsonrpc_settings
+    if settings.LOG_WRITER != "journal" or settings.LOG_JOURNAL != "file" or settings.LOG_JOURNAL_FULL != "refuse":
+        return True
+    return journal.backlog() <= settings.LOG_JOURNAL_MAX_BYTES
+
+
+class Lag:
+    """How far the journal's loader is behind: what the admin shows."""
+
+    def __init__(self, where, lines, oldest_age, rejected, approximate=False, error=None):
+        self.where = where  # the journal directory, or the Redis stream
+        self.lines = lines  # envelopes not loaded yet
+        self.oldest_age = oldest_age  # seconds since the oldest of them was received, or None
+        self.rejected = rejected  # lines kept aside, refused by the database
+        self.approximate = approximate
+        self.error = error  # the journal could not be read (Redis down)
+
+
+def lag():
+    """Return the Lag of this host's journal (LOG_JOURNAL); reads the unloaded part of the journal."""
+    import time
+
+    if jsonrpc_settings.LOG_JOURNAL == "redis":
+        from . import redis_journal
+
+        status = redis_journal.status()
+        age = None if status.oldest_at is None else max(0.0, time.time() - status.oldest_at)
+        return Lag(status.directory, status.pending_lines, age, status.rejected, error=status.error)
+    status = journal.status(count=True)
+    age = None
+    if status.oldest:
+        try:
+            from django.utils import timezone
+
+            received = lines.decode(status.oldest).envelope.created_at
+            age = max(0.0, (timezone.now() - received).total_seconds())
+        except Exception:
+            age = None  # a torn first line: the loader sets it aside
+    return Lag(str(status.directory), status.pending_lines, age, status.rejected, status.approximate)
+
+
+def _journal(rows):
+    """Append the rows' line to the journal (LOG_WRITER = "journal"); what the request pays for its log."""
+    store.make_storable(rows)
+    line = lines.encode(rows)
+    try:
+        if jsonrpc_settings.LOG_JOURNAL == "redis":
+            from . import redis_journal
+
+            backlog = redis_journal.append(line)
+        else:
+            backlog = journal.append(line)
+    except Exception:
+        # The journal cannot be written (disk full, Redis down): written now,
+        # or spooled, as the "request" writer does; the answer stays.
+        logger.error("Could not append to the JSON-RPC call log journal; writing the envelope now", exc_info=True)
+        return store.store(rows)
+    loader.ensure_running()
+    if backlog > jsonrpc_settings.LOG_JOURNAL_MAX_BYTES:
+        _warn_full(backlog)
+    return None
+
+
+def _warn_full(backlog):
+    import time
+
+    now = time.monotonic()
+    if now - _full["warned_at"] >= _FULL_WARNING_EVERY:
+        _full["warned_at"] = now
+        logger.warning(
+            "The call log journal holds %d bytes not loaded yet, over LOG_JOURNAL_MAX_BYTES (%d): "
+            "is the loader running, and can it write to the database?",
+            backlog,
+            jsonrpc_settings.LOG_JOURNAL_MAX_BYTES,
+        )
 
 
 def record(context, records, *, request_body=b"", response_body=b"", http_status=200,
@@ -59,8 +152,8 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
     Log one envelope and its calls as the policy says; return the Envelope.
 
     Return None when nothing was logged (policy, opt-out), the log could
-    not be written, or the envelope was queued for the background writer
-    (not saved yet); never raise.
+    not be written, or the envelope went to the journal or was queued for
+    the background writer (not saved yet); never raise.
     """
     if records is None:
         return None
@@ -87,7 +180,15 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
         return None
     if rows is None:
         return None
-    if jsonrpc_settings.LOG_WRITER == "background" and context.source == "http":
+    writer_setting = jsonrpc_settings.LOG_WRITER
+    if writer_setting == "journal" and context.source == "http":
+        # Loaded into the database later, off the request (log.loader): no row yet.
+        try:
+            return _journal(rows)
+        except Exception:
+            report_failure(rows)
+            return None
+    if writer_setting == "background" and context.source == "http":
         # Written later by this process's writer thread (log.writer); not
         # saved yet, so there is no Envelope to return. The admin's try-it
         # and replay, and the CLI, link to the row they wrote: written now.

@@ -34,13 +34,13 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, models, transaction
+from django.db import InterfaceError, OperationalError, models
 
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope
 from .process import PerProcess
 from .rows import LogRows
-from .sql import insert_many
+from .loader import write_chunk
 
 logger = logging.getLogger("jsonrpc_app")
 
@@ -328,66 +328,12 @@ def _reject(path, rejected, result):
     result.rejected += len(rejected)
 
 
-def _fix_references(items, using):
-    """Null foreign keys (with a database constraint) whose rows are gone."""
-    for model, objects in (
-        (Envelope, [i.envelope for i in items]),
-        (Call, [c for i in items for c in i.calls]),
-    ):
-        for f in model._meta.concrete_fields:
-            if not f.is_relation or not f.db_constraint or f.attname == "envelope_id":
-                continue
-            wanted = {o.__dict__.get(f.attname) for o in objects} - {None}
-            if not wanted:
-                continue
-            target = f.related_model._default_manager.db_manager(using)
-            present = set(target.filter(pk__in=wanted).values_list("pk", flat=True))
-            for o in objects:
-                if o.__dict__.get(f.attname) not in (None, *present):
-                    o.__dict__[f.attname] = None
-
-
 def _replay_chunk(items, using, result, rejected):
-    manager = Envelope.objects.using(using)
-    try:
-        with transaction.atomic(using=using):
-            present = set(manager.filter(uid__in=[i.uid for i in items]).values_list("uid", flat=True))
-            todo, seen = [], set(present)
-            for item in items:
-                if item.uid not in seen:
-                    seen.add(item.uid)
-                    todo.append(item)
-            _fix_references(todo, using)
-            insert_many([LogRows(i.envelope, i.calls) for i in todo], using)
-    except UNREACHABLE:
-        raise
-    except DatabaseError:
-        # One line the database refuses, or a race on a uid: one by one.
-        pass
-    else:
-        result.written += len(todo)
-        result.present += len(items) - len(todo)
-        return
-    for item in items:
-        item.envelope.pk = None
-        try:
-            with transaction.atomic(using=using):
-                if manager.filter(uid=item.uid).exists():
-                    result.present += 1
-                    continue
-                _fix_references([item], using)
-                insert_many([LogRows(item.envelope, item.calls)], using)
-        except UNREACHABLE:
-            raise
-        except IntegrityError as exc:
-            if manager.filter(uid=item.uid).exists():
-                result.present += 1
-            else:
-                rejected.append((item.line, exc))
-        except DatabaseError as exc:
-            rejected.append((item.line, exc))
-        else:
-            result.written += 1
+    """Write a chunk of spooled envelopes exactly once, as the journal's loader does."""
+    written, present, refused = write_chunk([(i.line, LogRows(i.envelope, i.calls)) for i in items], using)
+    result.written += written
+    result.present += present
+    rejected.extend(refused)
 
 
 # -- what an operator sees -------------------------------------------------------

@@ -37,8 +37,8 @@ from ..models import Call, Envelope, Outcome
 from .escaping import db_json
 from .rows import LogRows, report_failure
 
-_ENVELOPE_FIELDS = [f for f in Envelope._meta.concrete_fields if not f.primary_key]
-_CALL_FIELDS = [f for f in Call._meta.concrete_fields if not f.primary_key]
+ENVELOPE_FIELDS = _ENVELOPE_FIELDS = [f for f in Envelope._meta.concrete_fields if not f.primary_key]
+CALL_FIELDS = _CALL_FIELDS = [f for f in Call._meta.concrete_fields if not f.primary_key]
 _side = threading.local()
 
 
@@ -345,7 +345,7 @@ def _sqlite_json(value):
         return json.dumps(value)
 
 
-def _insert_head(conn, model, fields):
+def insert_head(conn, model, fields):
     """Return "INSERT INTO table (columns)" for ``fields`` (a module-level list) on ``conn``, built once."""
     per_conn = _adapter_cache.get(conn)
     if per_conn is None:
@@ -361,7 +361,7 @@ def _insert_head(conn, model, fields):
     return head
 
 
-def _envelope_params(conn, env):
+def envelope_params(conn, env):
     """The envelope's values for _ENVELOPE_FIELDS, adapted; None if one is an expression."""
     params = []
     values = env.__dict__
@@ -398,7 +398,7 @@ def _insert_at_once(conn, rows):
     statements of _insert() write those.
     """
     env = rows.envelope
-    env_params = _envelope_params(conn, env)
+    env_params = envelope_params(conn, env)
     if env_params is None:
         return False
     records = []
@@ -444,10 +444,10 @@ def _at_once_sql(conn):
             "calls AS (%s SELECT %s, env.%s FROM env, jsonb_to_recordset(%%s::jsonb) AS r(%s)) "
             "SELECT %s FROM env"
         ) % (
-            _insert_head(conn, Envelope, _ENVELOPE_FIELDS),
+            insert_head(conn, Envelope, _ENVELOPE_FIELDS),
             ", ".join(["%s"] * len(_ENVELOPE_FIELDS)),
             pk,
-            _insert_head(conn, Call, _AT_ONCE_CALL_FIELDS),
+            insert_head(conn, Call, _AT_ONCE_CALL_FIELDS),
             ", ".join("r.%s" % quote(f.attname) for f in _RECORD_FIELDS),
             pk,
             record,
@@ -465,11 +465,11 @@ def _insert_returning(conn, env):
     """
     if not conn.features.can_return_columns_from_insert:
         return False
-    params = _envelope_params(conn, env)
+    params = envelope_params(conn, env)
     if params is None:
         return False
     sql = "%s VALUES (%s) RETURNING %s" % (
-        _insert_head(conn, Envelope, _ENVELOPE_FIELDS),
+        insert_head(conn, Envelope, _ENVELOPE_FIELDS),
         ", ".join(["%s"] * len(_ENVELOPE_FIELDS)),
         conn.ops.quote_name(Envelope._meta.pk.column),
     )
@@ -479,7 +479,7 @@ def _insert_returning(conn, env):
     return True
 
 
-def _columns(conn, fields, objs):
+def adapted_columns(conn, fields, objs):
     """
     Return the values of ``objs`` for ``fields``, column by column, each
     adapted as the ORM would, or None if a value is an expression (which
@@ -542,10 +542,10 @@ def _insert_plain(conn, model, fields, objs):
     bulk_create does there: a statement of a thousand rows has 17 parameters,
     not 17,000 for the driver to splice in.
     """
-    columns = _columns(conn, fields, objs)
+    columns = adapted_columns(conn, fields, objs)
     if columns is None:
         return False
-    head = _insert_head(conn, model, fields)
+    head = insert_head(conn, model, fields)
     if conn.vendor == "postgresql":
         # varchar[] rather than varchar(255)[]: no silent truncation.
         types = [f.db_type(conn).split("(")[0] for f in fields]

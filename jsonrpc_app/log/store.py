@@ -59,11 +59,12 @@ def store(rows, using=None):
     """
     if using is None:
         using = jsonrpc_settings.LOG_DATABASE
-    _make_storable(rows)
+    make_storable(rows)
     return _store(rows, using)
 
 
-def _make_storable(rows):
+def make_storable(rows):
+    """Escape, in place, what the database cannot hold as it is (jsonrpc_app.log.escaping)."""
     escaping.make_storable(rows.envelope)
     if getattr(rows, "calls_storable", False):
         return  # build_rows() saw from the bodies that no call value needs escaping
@@ -111,7 +112,7 @@ def store_many(rows_list, using=None):
         using = jsonrpc_settings.LOG_DATABASE
     state = _current()
     for rows in rows_list:
-        _make_storable(rows)
+        make_storable(rows)
     retry_at = state.retry_at.get(using)
     if len(rows_list) < 2 or (retry_at is not None and time.monotonic() < retry_at):
         return [_store(rows, using) for rows in rows_list]

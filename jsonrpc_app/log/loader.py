@@ -1,0 +1,459 @@
+"""
+The call log's loader: the journal's lines (jsonrpc_app.log.journal on disk,
+jsonrpc_app.log.redis_journal on Redis Streams) written to the database in
+bulk, off the request.
+
+``load_pending()`` loads what waits: chunks of up to ``LOG_LOADER_CHUNK``
+envelopes, each in one transaction (on PostgreSQL with ``COPY``, elsewhere
+with the log's multi-row INSERTs, jsonrpc_app.log.sql), then marks the chunk
+done (the file journal's checkpoint; ``XACK`` on Redis). Exactly once: each
+envelope carries its uid, and a chunk skips the uids already in the log, so
+a loader that dies between its commit and its checkpoint loads nothing twice.
+
+It runs as a thread of each process (``LOG_LOADER = "thread"``, started by
+the first journal append), or only in ``manage.py jsonrpc_log_loader``
+(``LOG_LOADER = "command"``: the workers only append).
+
+``write_chunk()`` is also how the spool's replay (jsonrpc_app.log.spool)
+writes what it replays.
+"""
+
+import json
+import logging
+import re
+import threading
+import time
+
+import orjson
+from django.db import IntegrityError, InterfaceError, OperationalError, connections, transaction
+
+from ..conf import jsonrpc_settings
+from ..models import Call, Envelope
+from . import journal, lines
+from .escaping import _has_exponent_float, dumps as exact_dumps
+from .process import PerProcess
+from . import sql
+from .sql import insert_many
+
+logger = logging.getLogger("jsonrpc_app")
+
+# Errors that say the database could not be reached rather than what was sent.
+UNREACHABLE = (OperationalError, InterfaceError)
+
+
+class LoadResult:
+    """What one ``load_pending()`` did."""
+
+    def __init__(self):
+        self.written = 0  # envelopes written to the log
+        self.calls = 0  # their calls
+        self.present = 0  # envelopes found in the log already (skipped)
+        self.rejected = 0  # lines the database refused, kept aside
+        self.files = 0  # sealed journals loaded to their end (and deleted)
+        self.error = None  # the error that stopped it (database unreachable)
+
+    def __repr__(self):
+        return "<LoadResult written=%d calls=%d present=%d rejected=%d files=%d error=%r>" % (
+            self.written, self.calls, self.present, self.rejected, self.files, self.error,
+        )
+
+
+# -- one chunk ---------------------------------------------------------------------
+
+
+def fix_references(rows_list, using):
+    """Null foreign keys (with a database constraint) whose rows are gone (a deleted replayed envelope)."""
+    for model, objects in (
+        (Envelope, [r.envelope for r in rows_list]),
+        (Call, [c for r in rows_list for c in r.calls]),
+    ):
+        for f in model._meta.concrete_fields:
+            if not f.is_relation or not f.db_constraint or f.attname == "envelope_id":
+                continue
+            wanted = {o.__dict__.get(f.attname) for o in objects} - {None}
+            if not wanted:
+                continue
+            target = f.related_model._default_manager.db_manager(using)
+            present = set(target.filter(pk__in=wanted).values_list("pk", flat=True))
+            for o in objects:
+                if o.__dict__.get(f.attname) not in (None, *present):
+                    o.__dict__[f.attname] = None
+
+
+def write_chunk(items, using):
+    """
+    Write ``items`` (pairs of (line, rows.LogRows)) to ``using``, each
+    envelope exactly once; return (written, present, rejected pairs of (line,
+    reason)).
+
+    One transaction for the chunk; when the database refuses it for what was
+    sent (not for being unreachable), envelope by envelope, and the ones it
+    refuses are returned as rejected. Raise the errors that say the database
+    cannot be reached (nothing of the chunk is then written).
+    """
+    manager = Envelope.objects.using(using)
+    try:
+        with transaction.atomic(using=using):
+            present = set(
+                manager.filter(uid__in=[r.envelope.uid for _line, r in items]).values_list("uid", flat=True)
+            )
+            todo, seen = [], set(present)
+            for _line, rows in items:
+                uid = rows.envelope.uid
+                if uid not in seen:
+                    seen.add(uid)
+                    todo.append(rows)
+            if todo:
+                fix_references(todo, using)
+                _insert(todo, using)
+    except UNREACHABLE:
+        raise
+    except Exception:
+        # One envelope the database (or a column's adapter) refuses, or a
+        # race on a uid: one by one, so that one bad line blocks nothing.
+        pass
+    else:
+        return len(todo), len(items) - len(todo), []
+    written = present = 0
+    rejected = []
+    for line, rows in items:
+        _unsave(rows)
+        try:
+            with transaction.atomic(using=using):
+                if manager.filter(uid=rows.envelope.uid).exists():
+                    present += 1
+                    continue
+                fix_references([rows], using)
+                _insert([rows], using)
+        except UNREACHABLE:
+            raise
+        except IntegrityError as exc:
+            if manager.filter(uid=rows.envelope.uid).exists():
+                present += 1
+            else:
+                rejected.append((line, exc))
+        except Exception as exc:
+            rejected.append((line, exc))
+        else:
+            written += 1
+    return written, present, rejected
+
+
+def _unsave(rows):
+    rows.envelope.pk = None
+    rows.envelope._state.adding = True
+    for c in rows.calls:
+        c.__dict__["id"] = None
+        c.__dict__["envelope_id"] = None
+
+
+def _insert(rows_list, using):
+    conn = connections[using]
+    if conn.vendor == "postgresql" and jsonrpc_settings.LOG_LOADER_COPY:
+        _copy(conn, rows_list)
+    elif conn.vendor == "sqlite" and _executemany(conn, rows_list):
+        pass
+    else:
+        insert_many(rows_list, using)
+
+
+# -- SQLite: executemany ---------------------------------------------------------------
+
+
+def _executemany(conn, rows_list):
+    """
+    SQLite: each envelope with INSERT ... RETURNING id, then all the calls
+    with one executemany() of a one-row INSERT, on the driver's cursor: one
+    statement prepared once, where a multi-row INSERT of 1,900 rows costs
+    Django a regular expression over its ~32,000 placeholders. Values are
+    adapted as the ORM would (jsonrpc_app.log.sql). Return False (having run
+    nothing) where that cannot be done (a value is an expression).
+    """
+    env_params = [sql.envelope_params(conn, rows.envelope) for rows in rows_list]
+    if any(p is None for p in env_params):
+        return False
+    calls = [c for rows in rows_list for c in rows.calls]
+    columns = sql.adapted_columns(conn, sql.CALL_FIELDS, calls) if calls else []
+    if columns is None:
+        return False
+    quote = conn.ops.quote_name
+    marks = ", ".join(["?"] * len(sql.ENVELOPE_FIELDS))
+    env_sql = "%s VALUES (%s) RETURNING %s" % (
+        sql.insert_head(conn, Envelope, sql.ENVELOPE_FIELDS), marks, quote(Envelope._meta.pk.column)
+    )
+    conn.ensure_connection()
+    cursor = conn.connection.cursor()
+    try:
+        pks = []
+        for rows, params in zip(rows_list, env_params):
+            cursor.execute(env_sql, params)
+            pk = cursor.fetchone()[0]
+            rows.envelope.__dict__["id"] = pk
+            pks.append(pk)
+        if calls:
+            envelope_at = [i for i, f in enumerate(sql.CALL_FIELDS) if f.attname == "envelope_id"][0]
+            columns = list(columns)
+            ids = []
+            for pk, rows in zip(pks, rows_list):
+                ids.extend([pk] * len(rows.calls))
+            columns[envelope_at] = ids
+            call_sql = "%s VALUES (%s)" % (
+                sql.insert_head(conn, Call, sql.CALL_FIELDS), ", ".join(["?"] * len(sql.CALL_FIELDS))
+            )
+            cursor.executemany(call_sql, zip(*columns))
+    finally:
+        cursor.close()
+    for rows in rows_list:
+        rows.envelope._state.adding = False
+        rows.envelope._state.db = conn.alias
+    return True
+
+
+# -- PostgreSQL: COPY ---------------------------------------------------------------
+
+_ENVELOPE_FIELDS = [f for f in Envelope._meta.concrete_fields if not f.primary_key]
+_CALL_FIELDS = [f for f in Call._meta.concrete_fields if not f.primary_key]
+_CALL_JSON = frozenset(f.attname for f in _CALL_FIELDS if f.get_internal_type() == "JSONField")
+_EXPONENT = re.compile(rb"[0-9][eE]")
+_sequences = {}
+
+
+def _json_text(value):
+    """The text of a JSON column's value as PostgreSQL reads it back unchanged (see escaping.db_json)."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError:
+        data = json.dumps(value, separators=(",", ":")).encode()
+    if _EXPONENT.search(data) is not None and _has_exponent_float(value):
+        return exact_dumps(value)
+    return data.decode()
+
+
+def _copy(conn, rows_list):
+    """
+    COPY the envelopes and their calls: their ids taken from the envelope
+    table's sequence first (one query), so that the calls can name them.
+    """
+    quote = conn.ops.quote_name
+    table = Envelope._meta.db_table
+    with conn.cursor() as cursor:
+        seq = _sequences.get(conn.alias)
+        if seq is None:
+            cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [quote(table), Envelope._meta.pk.column])
+            seq = _sequences[conn.alias] = cursor.fetchone()[0]
+        cursor.execute("SELECT nextval(%s) FROM generate_series(1, %s)", [seq, len(rows_list)])
+        ids = [r[0] for r in cursor.fetchall()]
+        raw = cursor.cursor
+        env_names = [f.attname for f in _ENVELOPE_FIELDS]
+        columns = ", ".join(quote(c) for c in [Envelope._meta.pk.column] + [f.column for f in _ENVELOPE_FIELDS])
+        with raw.copy("COPY %s (%s) FROM STDIN" % (quote(table), columns)) as copy:
+            write = copy.write_row
+            for pk, rows in zip(ids, rows_list):
+                values = rows.envelope.__dict__
+                values["id"] = pk
+                write([pk] + [values[n] for n in env_names])
+        call_names = [f.attname for f in _CALL_FIELDS]
+        json_at = [i for i, n in enumerate(call_names) if n in _CALL_JSON]
+        columns = ", ".join(quote(f.column) for f in _CALL_FIELDS)
+        with raw.copy("COPY %s (%s) FROM STDIN" % (quote(Call._meta.db_table), columns)) as copy:
+            write = copy.write_row
+            for pk, rows in zip(ids, rows_list):
+                for c in rows.calls:
+                    values = c.__dict__
+                    values["envelope_id"] = pk
+                    row = [values[n] for n in call_names]
+                    for i in json_at:
+                        if row[i] is not None:
+                            row[i] = _json_text(row[i])
+                    write(row)
+    for rows in rows_list:
+        rows.envelope._state.adding = False
+        rows.envelope._state.db = conn.alias
+
+
+# -- the file journal ------------------------------------------------------------------
+
+
+def _decode_all(raw_lines):
+    """Return (pairs of (line, LogRows), rejected pairs of (line, reason))."""
+    items, bad = [], []
+    for line in raw_lines:
+        try:
+            items.append((line, lines.decode(line)))
+        except Exception as exc:
+            bad.append((line, exc))
+    return items, bad
+
+
+def _report_rejected(where, rejected):
+    for line, reason in rejected:
+        logger.error("Call log journal: a line cannot be loaded (%s); kept in %s", reason, where)
+
+
+def _load_file(path, using, result, deadline):
+    checkpoint = journal.Checkpoint.take(path)
+    if checkpoint is None:
+        return  # another loader holds it
+    try:
+        # Sealed before reading: nothing is appended after what is read.
+        sealed = journal.is_sealed(path)
+        chunk = jsonrpc_settings.LOG_LOADER_CHUNK
+        while True:
+            raw, end = journal.read_lines(path, checkpoint.offset, chunk)
+            if not raw:
+                break
+            items, bad = _decode_all(raw)
+            written, present, rejected = write_chunk(items, using) if items else (0, 0, [])
+            rejected = bad + rejected
+            if rejected:
+                target = journal.reject(path, [line for line, _reason in rejected])
+                _report_rejected(target, rejected)
+            checkpoint.advance(end)
+            result.written += written
+            result.present += present
+            result.rejected += len(rejected)
+            result.calls += sum(len(r.calls) for _line, r in items)
+            if deadline is not None and time.monotonic() > deadline:
+                return
+        if sealed:
+            tail = journal.torn_tail(path, checkpoint.offset)
+            if tail.strip():
+                # The process died (power loss) while writing its last line, before answering it.
+                target = journal.reject(path, [tail])
+                _report_rejected(target, [(tail, "torn line")])
+                result.rejected += 1
+            checkpoint.finish()
+            result.files += 1
+    finally:
+        checkpoint.release()
+
+
+def load_pending(using=None, directory=None, max_seconds=None):
+    """
+    Load every journal line that waits (LOG_JOURNAL: the directory's files,
+    or the Redis stream) into ``using`` (LOG_DATABASE); return a LoadResult.
+
+    Stops at the first error that says the database cannot be reached (in
+    ``result.error``), or after ``max_seconds``; what was not loaded waits
+    for the next call.
+    """
+    using = using or jsonrpc_settings.LOG_DATABASE
+    result = LoadResult()
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    try:
+        if jsonrpc_settings.LOG_JOURNAL == "redis":
+            from . import redis_journal
+
+            redis_journal.load(using, result, deadline, write_chunk, _decode_all)
+        else:
+            for path in journal.journals(directory):
+                _load_file(path, using, result, deadline)
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+    except UNREACHABLE as exc:
+        result.error = exc
+        try:
+            connections[using].close()
+        except Exception:
+            pass
+    return result
+
+
+# -- the loader thread -----------------------------------------------------------------
+
+
+class _ProcessState:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.thread = None
+        self.wake = threading.Event()
+        self.stopping = False
+        self.failing = False
+
+
+_current = PerProcess(_ProcessState).get
+
+
+def ensure_running():
+    """Start this process's loader thread unless it runs (LOG_LOADER = "thread"); cheap when it does."""
+    state = _current()
+    thread = state.thread
+    if thread is not None and thread.is_alive():
+        return
+    if jsonrpc_settings.LOG_LOADER != "thread":
+        return
+    with state.lock:
+        if state.thread is not None and state.thread.is_alive():
+            return
+        state.stopping = False
+        thread = threading.Thread(target=_run, args=(state,), name="jsonrpc-log-loader", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # interpreter shutting down
+            return
+        state.thread = thread
+
+
+def wake():
+    """Ask this process's loader thread to load now rather than at its next interval."""
+    _current().wake.set()
+
+
+def stop(timeout=30):
+    """Stop this process's loader thread after its current chunk (the next append starts another)."""
+    state = _current()
+    thread = state.thread
+    if thread is None:
+        return True
+    state.stopping = True
+    state.wake.set()
+    thread.join(timeout)
+    state.thread = None
+    return not thread.is_alive()
+
+
+def _run(state):
+    try:
+        while not state.stopping and state is _current():
+            delay = jsonrpc_settings.LOG_LOADER_INTERVAL
+            if state.failing:
+                delay = max(delay, jsonrpc_settings.SPOOL_RETRY_DELAY or 1.0)
+            state.wake.wait(delay)
+            state.wake.clear()
+            if state.stopping:
+                break
+            try:
+                result = load_pending()
+            except Exception:
+                logger.exception("The call log loader failed")
+                state.failing = True
+                continue
+            if result.error is not None:
+                if not state.failing:
+                    logger.warning(
+                        "The call log loader cannot write to %r (%s); the journal keeps the envelopes.",
+                        jsonrpc_settings.LOG_DATABASE,
+                        result.error,
+                    )
+                state.failing = True
+            elif state.failing:
+                state.failing = False
+                logger.warning("The call log loader writes to %r again.", jsonrpc_settings.LOG_DATABASE)
+    finally:
+        connections.close_all()
+
+
+EXIT_SECONDS = 10.0
+
+
+def at_exit():
+    """Seal this process's journal and, with a loader thread, load what it can before exiting."""
+    if journal.own_path() is None:
+        return
+    try:
+        journal.close()
+        if jsonrpc_settings.LOG_LOADER == "thread":
+            stop(EXIT_SECONDS)
+            load_pending(max_seconds=EXIT_SECONDS)
+    except Exception:
+        logger.exception("The call log loader could not finish at exit; the journal keeps the envelopes.")

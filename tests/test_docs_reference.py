@@ -1,0 +1,47 @@
+"""
+The docs site's generated parts (docs/hooks.py): the settings table holds every
+key of conf.DEFAULTS with its default, the API listing every public name, the
+changelog page CHANGELOG.md. (`mkdocs build --strict` itself runs in the docs venv:
+docs/requirements.txt.)
+"""
+
+import importlib.util
+from pathlib import Path
+
+from jsonrpc_app import test as test_module
+from jsonrpc_app.conf import DEFAULTS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_settings_table_has_every_default_with_its_value_and_comment():
+    table = load_hooks().settings_table().splitlines()
+    rows = {line.split("|")[1].strip().strip("`"): line for line in table[2:]}
+    assert list(rows) == list(DEFAULTS)
+    for key, value in DEFAULTS.items():
+        default = rows[key].split("|")[2].strip().strip("`")
+        # Our own conf.py as written: literals and products such as 64 * 1024.
+        assert eval(default, {"__builtins__": {}}) == value, key
+    assert "Call log: " in rows["LOG_POLICY"]
+
+
+def test_api_listing_names_every_public_class_and_method():
+    listing = load_hooks().api_listing("jsonrpc_app.test")
+    for name in ("RpcClient", "Batch", "BatchCall", "UnexpectedResponse"):
+        assert "### `%s`" % name in listing
+    for method in ("call", "acall", "notify", "anotify", "batch", "raw", "araw", "error_class"):
+        assert "`%s(" % method in listing or "`async %s(" % method in listing, method
+        assert getattr(test_module.RpcClient, method).__doc__.split("\n")[0].strip()[:30] in listing
+
+
+def test_changelog_page_is_the_changelog_file():
+    page = load_hooks().on_page_markdown("# Changelog\n\n<!-- changelog -->\n", None, None, None)
+    assert "## [Unreleased]" in page and "## [0.1.0] - 2026-12-02" in page
+    assert page.count("# Changelog") == 1
