@@ -98,6 +98,14 @@ DEFAULTS = {
     # Seconds after a connection failure during which envelopes go straight to
     # the spool, so that clients do not wait on a database that is down.
     "SPOOL_RETRY_DELAY": 1.0,
+    # Observers of every call (see jsonrpc_app.observe): dotted paths to classes
+    # (made once, without arguments) or objects, e.g.
+    # "jsonrpc_app.contrib.otel.OpenTelemetryObserver" (extra [otel]) or
+    # "jsonrpc_app.contrib.prometheus.PrometheusObserver" (extra [prometheus]).
+    "OBSERVERS": [],
+    # The prometheus_client CollectorRegistry the Prometheus observer registers
+    # its metrics in (a dotted path or the object); None: prometheus_client.REGISTRY.
+    "PROMETHEUS_REGISTRY": None,
 }
 
 # Settings whose values are dotted paths to import.

@@ -10,7 +10,7 @@ and turn an exception into its error object (``exceptions.to_error``).
 
 import time
 
-from . import protocol
+from . import observe, protocol
 from .exceptions import MethodNotFound, to_error
 from .permissions import check_method_permissions
 from .registry import registry as default_registry
@@ -106,11 +106,18 @@ def execute(parsed, context):
         return parsed.error_response(), ([] if context.log else None)
     responses = []
     Request = protocol.Request
+    # run itself unless observers are configured (jsonrpc_app.observe).
+    call = observe.wrap(run)
     if not context.log:
         # The loop without a call log: nothing to time or record per call.
         append = responses.append
         for item in parsed.items:
-            response = run(item, context) if type(item) is Request else item.response()
+            if type(item) is Request:
+                response = call(item, context)
+            else:
+                response = item.response()
+                if call is not run:
+                    call.invalid(item, context)
             if response is not None:
                 append(response)
         records = None
@@ -120,10 +127,12 @@ def execute(parsed, context):
             record = CallRecord(item)
             if type(item) is Request:
                 start = _perf()
-                response = run(item, context, record)
+                response = call(item, context, record)
                 record.duration = _perf() - start
             else:
                 response = item.response()
+                if call is not run:
+                    call.invalid(item, context)
                 record.error = item.error
                 record.params = item.value
             records.append(record)
