@@ -6,7 +6,7 @@ PY = $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench load clean screenshots
+.PHONY: run test bench load clean screenshots docs
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -53,5 +53,17 @@ screenshots: $(VENV)/.installed
 	  cp test-artifacts/screenshots/$$page-dark.png docs/admin-$$page-dark.png; \
 	done
 
+# The documentation site (MkDocs, docs/requirements.txt) into build/site; any warning fails it.
+DOCS_VENV ?= .venv-docs
+
+$(DOCS_VENV)/.installed: docs/requirements.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install -q -r docs/requirements.txt
+	touch $@
+
+docs: $(DOCS_VENV)/.installed
+	$(DOCS_VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) db.sqlite3 .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(DOCS_VENV) build db.sqlite3 .pytest_cache
