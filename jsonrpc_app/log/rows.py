@@ -34,6 +34,7 @@ REDACTED = "********"
 # The key of the object that stands in for a JSON value too large to store.
 TRUNCATED_KEY = "__truncated__"
 _SCALARS = (type(None), bool, int, float)
+_UNSEEN = object()
 _INT32 = (-(2**31), 2**31 - 1)
 # How much of an envelope the ERROR message of a failed write shows.
 _FAILURE_DETAIL_CHARS = 16 * 1024
@@ -152,18 +153,29 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
     redacted_request = {}  # index in the batch -> params as redacted
     specs = {}  # method name -> its _ParamSpec (or None), looked up once per envelope
     ok, failed = Outcome.OK, Outcome.ERROR
+    # An int result whose str() may be refused (see _may_be_too_long), told per call by its bits.
+    max_digits = sys.get_int_max_str_digits()
+    max_bits = 3 * max_digits if max_digits else None
     for r in logged:
         params = r.params
         if params is not None:
-            params, changed = _redact_params(context, r, params, keys, request_may_hold_keys, specs)
-            if changed:
-                redacted_request[r.index] = params
+            # The params are walked only when something in them may be
+            # sensitive: a key in the body, or a sensitive param of the method.
+            name = r.method
+            spec = specs.get(name, _UNSEEN) if type(name) is str else None
+            if spec is _UNSEEN:
+                spec = specs[name] = _param_spec(context, name, keys)
+            if request_may_hold_keys or r.sensitive_params or (spec is not None and spec.names):
+                params, changed = _redact_params(context, r, params, keys, request_may_hold_keys, specs)
+                if changed:
+                    redacted_request[r.index] = params
             if not request_small:
                 params = _cap_json(params, limit)
         error = r.error
         if error is None:
             result = r.result
-            if type(result) not in _SCALARS or (type(result) is int and _may_be_too_long(result)):
+            t = type(result)
+            if t not in _SCALARS or (t is int and max_bits is not None and result.bit_length() > max_bits):
                 result = _stored_json(result, limit, keys)
             error_code = None
             error_message = ""
