@@ -528,3 +528,22 @@ def test_the_admin_warns_when_the_oldest_unloaded_envelope_is_old(use_journal, p
     levels = {m.level_tag: m.message for m in response.context["messages"]}
     assert "Is the loader running" in levels["warning"]
     assert "1 envelope waits" in levels["warning"]
+
+
+def test_envelope_uids_drawn_after_a_fork_differ_from_the_parents():
+    """uuid7()'s generator is seeded again in a forked worker: no two workers repeat a uid."""
+    from jsonrpc_app.models import uuid7
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next uid, then exit at once
+        os.write(write, uuid7().bytes)
+        os._exit(0)
+    os.close(write)
+    mine = uuid7()
+    theirs = os.read(read, 16)
+    os.close(read)
+    os.waitpid(pid, 0)
+    random_bits = (1 << 62) - 1  # below the variant bits
+    assert mine.int & random_bits != int.from_bytes(theirs, "big") & random_bits
+    assert mine.version == 7
