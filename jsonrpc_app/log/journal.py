@@ -179,15 +179,20 @@ def _sync_loop(state):
         time.sleep(jsonrpc_settings.LOG_JOURNAL_FSYNC_INTERVAL or 0.05)
         if not state.dirty:
             continue
+        # The fsync runs on a duplicate of the descriptor, outside the lock:
+        # requests keep appending while the disk catches up.
         with state.lock:
             state.dirty = False
-            fd = state.fd
-            if fd is None:
-                continue
-            try:
-                os.fsync(fd)
-            except OSError:
-                logger.exception("Could not fsync the call log journal %s", state.path)
+            fd = None if state.fd is None else os.dup(state.fd)
+            path = state.path
+        if fd is None:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            logger.exception("Could not fsync the call log journal %s", path)
+        finally:
+            os.close(fd)
 
 
 def sync():
