@@ -62,8 +62,8 @@ def post(handler, environ, body):
 
 
 # Run at the end of each timed chunk: for the background writer, its flush(),
-# so that a chunk's figures include the writes its requests caused (the CPU
-# time is the process's, the writer thread's included).
+# for the journal, the loader, so that a chunk's figures include the writes
+# its requests caused (the CPU time is the process's, the writer thread's included).
 _after_chunk = None
 
 
@@ -138,13 +138,24 @@ def setup(target):
 
     django.setup(set_prefix=False)
     handler = WSGIHandler()
-    if log in ("1", "2"):
+    if log in ("1", "2", "3", "4"):
         clear_log()
+    global _after_chunk
     if log == "2":
-        global _after_chunk
         from jsonrpc_app.log import writer
 
         _after_chunk = writer.flush
+    if log == "3":
+        # The journal: loaded in this thread after each chunk (no loader thread),
+        # so that a chunk's CPU time includes the loading its requests caused.
+        from django.conf import settings
+
+        from jsonrpc_app.conf import jsonrpc_settings
+        from jsonrpc_app.log import loader
+
+        settings.JSONRPC = {**settings.JSONRPC, "LOG_LOADER": "command"}
+        jsonrpc_settings.reload()
+        _after_chunk = loader.load_pending
     return handler, path, log
 
 

@@ -78,11 +78,14 @@ REST_FRAMEWORK = {
 
 # BENCH_LOG: "0" log off, "1" log on (written by the request), "2" log on,
 # written by the background writer (many envelopes per transaction), "3" log
-# on, the journal (appended on the request, loaded by each worker's thread).
+# on, the journal (appended on the request, loaded by each worker's thread),
+# "4" the journal appended by the workers only (LOG_LOADER "command").
 _BENCH_LOG = os.environ.get("BENCH_LOG")
 JSONRPC = {
-    "LOG_POLICY": "all" if _BENCH_LOG in ("1", "2", "3") else "none",
-    "LOG_WRITER": {"2": "background", "3": "journal"}.get(_BENCH_LOG, "request"),
+    "LOG_POLICY": "all" if _BENCH_LOG in ("1", "2", "3", "4") else "none",
+    "LOG_WRITER": {"2": "background", "3": "journal", "4": "journal"}.get(_BENCH_LOG, "request"),
+    # "4": the workers only append; manage.py jsonrpc_log_loader loads (not while measured).
+    "LOG_LOADER": "command" if _BENCH_LOG == "4" else "thread",
     "LOG_JOURNAL_DIR": str(RESULTS_DIR / "journal"),
     "SPOOL_DIR": str(RESULTS_DIR / "spool"),
 }

@@ -12,6 +12,7 @@ TARGETS = {
     "app-log": ("/rpc/", "1"),
     "app-log-bg": ("/rpc/", "2"),
     "app-log-journal": ("/rpc/", "3"),
+    "app-log-append": ("/rpc/", "4"),
     "modern-rpc": ("/modern-rpc/", "0"),
 }
 
@@ -22,6 +23,7 @@ LABELS = {
     "app-log": "jsonrpc_app, logging on, written on the request",
     "app-log-bg": "jsonrpc_app, logging on, background writer",
     "app-log-journal": "jsonrpc_app, logging on, journal (the default)",
+    "app-log-append": "jsonrpc_app, logging on, journal, workers only append (loader command)",
     "modern-rpc": "django-modern-rpc 2.1.0",
 }
 
