@@ -311,13 +311,13 @@ def test_the_loader_thread_loads_in_the_background(use_journal, post, journal_di
 
 def test_fsync_always_syncs_every_append_and_interval_groups_them(use_journal, post, monkeypatch):
     synced = []
-    real_fsync = os.fsync
+    real_sync = journal._datasync
 
-    def counting_fsync(fd):
+    def counting_sync(fd):
         synced.append(fd)
-        return real_fsync(fd)
+        return real_sync(fd)
 
-    monkeypatch.setattr(journal.os, "fsync", counting_fsync)
+    monkeypatch.setattr(journal, "_datasync", counting_sync)
     use_journal(LOG_JOURNAL_FSYNC="always")
     post(_subtract(0))  # opens the file (the directory is fsync'd too)
     before = len(synced)

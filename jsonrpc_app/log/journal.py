@@ -144,7 +144,7 @@ def append(line):
                 view = view[os.write(fd, view):]
         state.size += len(line)
         if policy == "always":
-            os.fsync(fd)
+            _datasync(fd)
         elif policy == "interval":
             state.dirty = True
             if state.syncer is None or not state.syncer.is_alive():
@@ -188,7 +188,7 @@ def _sync_loop(state):
         if fd is None:
             continue
         try:
-            os.fsync(fd)
+            _datasync(fd)
         except OSError:
             logger.exception("Could not fsync the call log journal %s", path)
         finally:
@@ -225,6 +225,11 @@ def close():
                 os.close(state.fd)
             state.fd = state.path = state.directory = None
             state.size = 0
+
+
+# The lines' data and the file's size, without its times: what an append
+# needs to survive a power loss (fsync where the system has no fdatasync).
+_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _fsync_dir(directory):

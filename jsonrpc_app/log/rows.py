@@ -12,6 +12,7 @@ object with ``TRUNCATED_KEY``). ``report_failure()`` says, on the
 """
 
 import datetime
+import functools
 import ipaddress
 import logging
 import re
@@ -67,14 +68,10 @@ def _row_dict(obj):
     return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
 
 
-def _may_be_too_long(n):
+def _too_many_digits(n):
     """Cheap: False when str(n) surely works (an int of 3 bits a digit or fewer)."""
     digits = sys.get_int_max_str_digits()
-    return digits != 0 and n.bit_length() > 3 * digits
-
-
-def _too_many_digits(n):
-    if not _may_be_too_long(n):
+    if digits == 0 or n.bit_length() <= 3 * digits:
         return False
     try:
         str(n)
@@ -153,7 +150,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
     redacted_request = {}  # index in the batch -> params as redacted
     specs = {}  # method name -> its _ParamSpec (or None), looked up once per envelope
     ok, failed = Outcome.OK, Outcome.ERROR
-    # An int result whose str() may be refused (see _may_be_too_long), told per call by its bits.
+    # An int result whose str() may be refused (see _too_many_digits), told per call by its bits.
     max_digits = sys.get_int_max_str_digits()
     max_bits = 3 * max_digits if max_digits else None
     for r in logged:
@@ -298,6 +295,7 @@ def _text(value):
     return value or ""
 
 
+@functools.lru_cache(maxsize=4096)  # REMOTE_ADDR: a few clients send most requests
 def _ip(value):
     if not value:
         return None
