@@ -94,6 +94,14 @@ def check_call_log_settings(app_configs=None, **kwargs):
     return errors
 
 
+def _can_create_or_write(directory):
+    """True when this process can write ``directory``, or create it in its nearest existing parent."""
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    return existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+
+
 @register(Tags.compatibility)
 def check_spool_settings(app_configs=None, **kwargs):
     """The call log's spool and writer: their timings, and a directory this process can write."""
@@ -137,10 +145,7 @@ def check_spool_settings(app_configs=None, **kwargs):
             )
         )
     directory = spool_dir()
-    existing = directory
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not _can_create_or_write(directory):
         errors.append(
             Warning(
                 "The call log's spool directory %s cannot be created or written; envelopes "
@@ -209,10 +214,7 @@ def check_journal_settings(app_configs=None, **kwargs):
     if jsonrpc_settings.LOG_JOURNAL != "file":
         return errors
     directory = journal_dir()
-    existing = directory
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not _can_create_or_write(directory):
         errors.append(
             Warning(
                 "The call log's journal directory %s cannot be created or written; HTTP calls "
