@@ -10,18 +10,22 @@ import os
 
 from django.urls import path
 
-from jsonrpc_app.views import JsonRpcView
+from jsonrpc_app.views import AsyncJsonRpcView, JsonRpcView
 
 from . import views
 from .modern import server
-from .workloads import TARGETS
+from .workloads import ASGI_TARGETS, TARGETS
 
 urlpatterns = [
     path("bare/", views.bare),
     path("bare-orjson/", views.bare_orjson),
     path("rpc/", JsonRpcView.as_view()),
     path("modern-rpc/", server.view),
+    # The async targets (bench.over_asgi, under uvicorn).
+    path("bare-async/", views.bare_async),
+    path("rpc-async/", AsyncJsonRpcView.as_view()),
+    path("modern-rpc-async/", server.async_view),
 ]
 
-_first = TARGETS.get(os.environ.get("BENCH_TARGET", ""), ("",))[0].strip("/") + "/"
+_first = {**TARGETS, **ASGI_TARGETS}.get(os.environ.get("BENCH_TARGET", ""), ("",))[0].strip("/") + "/"
 urlpatterns.sort(key=lambda p: str(p.pattern) != _first)

@@ -16,7 +16,17 @@ TARGETS = {
     "modern-rpc": ("/modern-rpc/", "0"),
 }
 
+# Served by uvicorn (bench.over_asgi), logging off.
+ASGI_TARGETS = {
+    "bare-async": ("/bare-async/", "0"),
+    "app-async": ("/rpc-async/", "0"),
+    "modern-rpc-async": ("/modern-rpc-async/", "0"),
+}
+
 LABELS = {
+    "bare-async": "bare async Django view (json)",
+    "app-async": "jsonrpc_app AsyncJsonRpcView, logging off",
+    "modern-rpc-async": "django-modern-rpc 2.1.0, async view",
     "bare": "bare Django view (json)",
     "bare-orjson": "bare Django view (orjson)",
     "app": "jsonrpc_app, logging off",

@@ -5,6 +5,7 @@ jsonrpc_app imports this module at start-up because ``examples`` is an
 installed app and the module is called ``rpc_methods``.
 """
 
+import asyncio
 import logging
 
 from jsonrpc_app import JsonRpcError, rpc_method
@@ -79,3 +80,14 @@ def reserve(sku: str, quantity: int = 1) -> dict:
 def echo(value=None):
     """Return the value given, as it came."""
     return value
+
+
+@rpc_method
+async def wait(seconds: float) -> float:
+    """Wait ``seconds`` (at most 1) without holding a thread, and return them.
+
+    An ``async def`` method: the calls of a batch wait together, so ten
+    ``wait(0.2)`` in one batch are answered in about 0.2 s.
+    """
+    await asyncio.sleep(min(max(seconds, 0.0), 1.0))
+    return seconds

@@ -281,3 +281,42 @@ def check_declared_errors(app_configs=None, **kwargs):
                         )
                     )
     return errors
+
+
+@register(Tags.compatibility)
+def check_async_settings(app_configs=None, **kwargs):
+    """How async endpoints run calls: the batch concurrency, the sync methods' threads, the timeout."""
+    errors = []
+    concurrency = jsonrpc_settings.ASYNC_CONCURRENCY
+    if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
+        errors.append(
+            Error(
+                "JSONRPC['ASYNC_CONCURRENCY'] must be a positive number of calls or None, not %r." % (concurrency,),
+                id="jsonrpc_app.E070",
+            )
+        )
+    threads = jsonrpc_settings.SYNC_METHOD_THREADS
+    if type(threads) is not int or threads < 1:
+        errors.append(
+            Error(
+                "JSONRPC['SYNC_METHOD_THREADS'] must be a positive number of threads, not %r." % (threads,),
+                id="jsonrpc_app.E071",
+            )
+        )
+    timeout = jsonrpc_settings.METHOD_TIMEOUT
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        errors.append(
+            Error(
+                "JSONRPC['METHOD_TIMEOUT'] must be a positive number of seconds or None, not %r." % (timeout,),
+                id="jsonrpc_app.E072",
+            )
+        )
+    sensitive = jsonrpc_settings.SYNC_METHOD_THREAD_SENSITIVE
+    if not isinstance(sensitive, bool):
+        errors.append(
+            Error(
+                "JSONRPC['SYNC_METHOD_THREAD_SENSITIVE'] must be True or False, not %r." % (sensitive,),
+                id="jsonrpc_app.E073",
+            )
+        )
+    return errors

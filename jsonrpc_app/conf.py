@@ -98,6 +98,18 @@ DEFAULTS = {
     # Seconds after a connection failure during which envelopes go straight to
     # the spool, so that clients do not wait on a database that is down.
     "SPOOL_RETRY_DELAY": 1.0,
+    # Async (jsonrpc_app.views.AsyncJsonRpcView, and async def methods anywhere):
+    # the most calls of one batch running at once; None: no limit.
+    "ASYNC_CONCURRENCY": 10,
+    # How the async endpoint runs a sync method: True (thread-sensitive, in the
+    # one thread Django keeps for sync code, as the ORM needs) or False (in a
+    # thread pool of SYNC_METHOD_THREADS threads, for thread-safe methods, which
+    # then run concurrently). A method's own thread_sensitive= option wins.
+    "SYNC_METHOD_THREAD_SENSITIVE": True,
+    "SYNC_METHOD_THREADS": 10,
+    # Seconds after which an async def method's call is cancelled and answered
+    # with -32008 Call timed out (a method's own timeout= wins); None: no limit.
+    "METHOD_TIMEOUT": None,
     # Observers of every call (see jsonrpc_app.observe): dotted paths to classes
     # (made once, without arguments) or objects, e.g.
     # "jsonrpc_app.contrib.otel.OpenTelemetryObserver" (extra [otel]) or

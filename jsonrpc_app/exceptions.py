@@ -120,6 +120,20 @@ class MethodDisabled(JsonRpcError):
     message = "Method disabled"
 
 
+class CallTimedOut(JsonRpcError):
+    """An async method ran past its timeout (``timeout=``, or METHOD_TIMEOUT) and was cancelled."""
+
+    code = -32008
+    message = "Call timed out"
+
+
+class CallCancelled(JsonRpcError):
+    """What the log records for a call of an async batch cancelled because the client went away."""
+
+    code = -32007
+    message = "Call cancelled"
+
+
 class CallLogFull(JsonRpcError):
     """The call log's journal holds more than LOG_JOURNAL_MAX_BYTES (LOG_JOURNAL_FULL = "refuse")."""
 

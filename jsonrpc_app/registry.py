@@ -50,10 +50,30 @@ class Method:
         errors: Iterable[Any] = (),
         hidden: bool = False,
         enabled: bool = True,
+        timeout: float | None = None,
+        thread_sensitive: bool | None = None,
     ) -> None:
         if not callable(func):
             raise TypeError("%r is not callable" % (func,))
         self.func = func
+        # An async def method (or an object whose __call__ is one): awaited on
+        # the async endpoint, run in an event loop of its own on the sync one.
+        self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+            getattr(func, "__call__", None)  # noqa: B004 - a callable object's async __call__
+        )
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+                raise TypeError("timeout= is a number of seconds above 0, not %r" % (timeout,))
+            if not self.is_async:
+                raise TypeError(
+                    "timeout= applies to async def methods only (%r is not one): a thread running "
+                    "a sync function cannot be cancelled" % (func,)
+                )
+        # Seconds after which a call is cancelled (None: METHOD_TIMEOUT).
+        self.timeout = timeout
+        # A sync method on the async endpoint: in Django's one sync thread (True),
+        # in a thread pool (False), or as SYNC_METHOD_THREAD_SENSITIVE says (None).
+        self.thread_sensitive = thread_sensitive
         self.name = name or func.__name__
         if not isinstance(self.name, str) or not self.name:
             raise TypeError("A method name must be a non-empty string, not %r" % (self.name,))
@@ -129,6 +149,9 @@ class MethodRegistry:
     def __init__(self, name: str = "default") -> None:
         self.name = name
         self._registry: dict[str, Method] = dict(self.builtins)
+        # How many of the methods are async def: the sync executor looks for
+        # them in a batch only when there are some.
+        self.async_count = sum(1 for m in self._registry.values() if m.is_async)
         all_registries.add(self)
 
     @classmethod
@@ -138,7 +161,7 @@ class MethodRegistry:
             raise ValueError("A built-in method's name begins with %r, not %r." % (RESERVED_PREFIX, method.name))
         cls.builtins[method.name] = method
         for registry in list(all_registries):
-            registry._registry[method.name] = method
+            registry._put(method)
 
     def register(self, func: Callable[..., Any] | Method, name: str | None = None, **options: Any) -> Method:
         """
@@ -161,14 +184,20 @@ class MethodRegistry:
                 "them another name with @rpc_method(name=...)."
                 % (method.name, self.name, existing.qualname, method.qualname)
             )
-        self._registry[method.name] = method
+        self._put(method)
         return method
+
+    def _put(self, method: Method) -> None:
+        previous = self._registry.get(method.name)
+        self._registry[method.name] = method
+        self.async_count += method.is_async - (previous.is_async if previous is not None else 0)
 
     def unregister(self, name: str) -> None:
         try:
-            del self._registry[name]
+            method = self._registry.pop(name)
         except KeyError:
             raise NotRegistered("No method named %r is registered." % name) from None
+        self.async_count -= method.is_async
 
     def get(self, name: str) -> Method | None:
         """Return the Method called ``name``, or None."""

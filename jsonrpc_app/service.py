@@ -12,7 +12,7 @@ which is what the log records.
 
 import time
 
-from . import dispatch, log, protocol
+from . import aio, dispatch, log, protocol
 from .conf import jsonrpc_settings
 from .encoding import json_default
 from .exceptions import InvalidRequest, JsonRpcError
@@ -84,6 +84,31 @@ def body_too_large(limit, size=None) -> InvalidRequest:
 _SETTING = object()
 
 
+def _parsed(body, context, error, size_limit):
+    """Return (body as bytes, ParsedBody): what answer() and aanswer() run."""
+    settings = jsonrpc_settings
+    if isinstance(body, str):
+        body = body.encode("utf-8", "surrogatepass")
+    if size_limit is _SETTING:
+        size_limit = settings.MAX_BODY_SIZE
+    if error is None and size_limit is not None and len(body) > size_limit:
+        error = body_too_large(size_limit, len(body))
+    if error is None:
+        return body, protocol.parse(body, settings.MAX_BATCH_SIZE, settings.MAX_DEPTH)
+    return body, protocol.ParsedBody(False, [], error.as_dict())
+
+
+def _answered(context, parsed, response, records, body):
+    """Return (content, status, the keyword arguments of log.record or None when the log is off)."""
+    if response is None:
+        content, status = b"", 204
+    else:
+        content, status = encode(response, records), 200
+    if not context.log:
+        return content, status, None
+    return content, status, {"request_body": body, "response_body": content, "http_status": status, "envelope": parsed}
+
+
 def answer(
     body,
     context,
@@ -107,34 +132,63 @@ def answer(
     """
     if started is None:
         started = _perf()
-    settings = jsonrpc_settings
-    if isinstance(body, str):
-        body = body.encode("utf-8", "surrogatepass")
-    if size_limit is _SETTING:
-        size_limit = settings.MAX_BODY_SIZE
-    if error is None and size_limit is not None and len(body) > size_limit:
-        error = body_too_large(size_limit, len(body))
-    if error is None:
-        parsed = protocol.parse(body, settings.MAX_BATCH_SIZE, settings.MAX_DEPTH)
-        response, records = dispatch.execute(parsed, context)
-    else:
-        parsed = protocol.ParsedBody(False, [], error.as_dict())
-        response, records = parsed.error_response(), ([] if context.log else None)
-    if response is None:
-        content, status = b"", 204
-    else:
-        content, status = encode(response, records), 200
+    body, parsed = _parsed(body, context, error, size_limit)
+    response, records = dispatch.execute(parsed, context)
+    content, status, logged = _answered(context, parsed, response, records, body)
     row = None
-    if context.log:
+    if logged is not None:
         row = log.record(
-            context,
-            records,
-            request_body=body,
-            response_body=content,
-            http_status=status,
-            duration=_perf() - started,
-            envelope=parsed,
-            remote_addr=remote_addr,
-            user_agent=user_agent,
+            context, records, duration=_perf() - started, remote_addr=remote_addr, user_agent=user_agent, **logged
+        )
+    return Answer(response, content, status, records, row)
+
+
+# What the log records as the HTTP status of an envelope whose client went
+# away before the answer (nginx's "client closed request"): nothing was sent.
+CLIENT_GONE = 499
+
+
+async def aanswer(
+    body,
+    context,
+    *,
+    error: JsonRpcError | None = None,
+    size_limit=_SETTING,
+    started=None,
+    remote_addr=None,
+    user_agent="",
+) -> Answer:
+    """
+    ``answer()`` awaited, for the async endpoint: the calls run concurrently
+    (``dispatch.aexecute``), the log is written without blocking the event
+    loop (``log.arecord``).
+
+    Cancelled (the client went away), it logs the envelope with what ran
+    (status 499, the unfinished calls as -32007 Call cancelled) and goes on
+    being cancelled.
+    """
+    if started is None:
+        started = _perf()
+    body, parsed = _parsed(body, context, error, size_limit)
+    try:
+        response, records = await dispatch.aexecute(parsed, context)
+    except aio.Cancelled as cancelled:
+        if context.log and cancelled.records is not None:
+            await log.arecord(
+                context,
+                cancelled.records,
+                request_body=body,
+                http_status=CLIENT_GONE,
+                duration=_perf() - started,
+                envelope=parsed,
+                remote_addr=remote_addr,
+                user_agent=user_agent,
+            )
+        raise
+    content, status, logged = _answered(context, parsed, response, records, body)
+    row = None
+    if logged is not None:
+        row = await log.arecord(
+            context, records, duration=_perf() - started, remote_addr=remote_addr, user_agent=user_agent, **logged
         )
     return Answer(response, content, status, records, row)

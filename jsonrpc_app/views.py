@@ -9,9 +9,11 @@ never see it, so bad JSON is answered as JSON-RPC says, not as DRF does.
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any, ClassVar
 
+from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
@@ -132,7 +134,7 @@ def wrap_request(request, authenticators):
     return wrapped
 
 
-def _finds_no_one(request):
+def _finds_no_one(request, *, on_event_loop=False):
     """
     Return True when DRF's authentication of ``request`` (a DRF Request) is
     sure to find no user, without running it.
@@ -140,7 +142,8 @@ def _finds_no_one(request):
     Only DRF's own SessionAuthentication and BasicAuthentication are known
     here, by what their authenticate() returns None for: no active user on
     the request (so no CSRF check either), no Authorization header. Any other
-    class (a subclass too) goes through DRF.
+    class (a subclass too) goes through DRF. ``on_event_loop``: a request
+    with a session cookie is not looked at (its user is read in a thread).
     """
     django_request = request._request
     for authenticator in request.authenticators:
@@ -149,6 +152,9 @@ def _finds_no_one(request):
             if "HTTP_AUTHORIZATION" in django_request.META:
                 return False
         elif cls is SessionAuthentication:
+            if on_event_loop and django_settings.SESSION_COOKIE_NAME in django_request.COOKIES:
+                # Reading the session's user may query the database: not on the event loop.
+                return False
             user = getattr(django_request, "user", None)
             if user and user.is_active:
                 return False
@@ -242,8 +248,8 @@ class JsonRpcView(View):
             return to_error(exc)
         return None
 
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        start = _perf()
+    def _begin(self, request: HttpRequest) -> tuple[bytes, Request, CallContext, JsonRpcError | None]:
+        """Read the body and wrap the request; return (body, DRF request, context, error so far)."""
         body, error = read_body(request, body_limit())
         drf_request = wrap_request(request, self.get_authenticators())
         context = CallContext(
@@ -253,8 +259,10 @@ class JsonRpcView(View):
             endpoint=request.path,
             log=log.is_on(),
         )
-        if error is None:
-            error = self.endpoint_error(drf_request)
+        return body, drf_request, context, error
+
+    def _refused(self, drf_request: Request, context: CallContext, error: JsonRpcError | None) -> JsonRpcError | None:
+        """After the endpoint's checks: the call log's back-pressure, and who to log for a refused body."""
         if error is None and context.log and not log.accepting():
             # The journal is full (LOG_JOURNAL_FULL = "refuse"): refused, and not logged.
             error, context.log = CallLogFull(), False
@@ -262,37 +270,118 @@ class JsonRpcView(View):
             # Log whoever authentication established (a throttled user), else
             # anonymous; never authenticate again just to write the log.
             context.user = drf_request.__dict__.get("_user") or AnonymousUser()
-        answer = service.answer(
-            body,
-            context,
-            error=error,
-            size_limit=None,  # applied by read_body() as it read
-            started=start,
-            remote_addr=request.META.get("REMOTE_ADDR"),
-            user_agent=request.META.get("HTTP_USER_AGENT", ""),
-        )
+        return error
+
+    def _answer_kwargs(self, request: HttpRequest, error: JsonRpcError | None, start: float) -> dict[str, Any]:
+        return {
+            "error": error,
+            "size_limit": None,  # applied by read_body() as it read
+            "started": start,
+            "remote_addr": request.META.get("REMOTE_ADDR"),
+            "user_agent": request.META.get("HTTP_USER_AGENT", ""),
+        }
+
+    def _respond(self, answer: service.Answer, error: JsonRpcError | None) -> HttpResponse:
         if answer.status == 204:
-            http = HttpResponse(status=204)
-        else:
-            http = HttpResponse(answer.content, content_type="application/json")
-            if isinstance(error, Throttled) and error.wait is not None:
-                # The endpoint's throttle refused the whole request: say when to retry, as DRF does.
-                http["Retry-After"] = "%d" % error.wait
+            return HttpResponse(status=204)
+        http = HttpResponse(answer.content, content_type="application/json")
+        if isinstance(error, Throttled) and error.wait is not None:
+            # The endpoint's throttle refused the whole request: say when to retry, as DRF does.
+            http["Retry-After"] = "%d" % error.wait
         return http
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        start = _perf()
+        body, drf_request, context, error = self._begin(request)
+        if error is None:
+            error = self.endpoint_error(drf_request)
+        error = self._refused(drf_request, context, error)
+        answer = service.answer(body, context, **self._answer_kwargs(request, error, start))
+        return self._respond(answer, error)
+
+    def last_resort(self, exc: Exception) -> HttpResponse:
+        """A bug in this layer (or in a setting it imports) still answers JSON-RPC, logged, with no exception text."""
+        body = protocol.dumps(protocol.response(None, error=to_error(exc).as_dict()))
+        return HttpResponse(body, content_type="application/json")
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return super().dispatch(request, *args, **kwargs)
         except Exception as exc:
-            # Last resort: a bug in this layer (or in a setting it imports)
-            # still answers JSON-RPC, logged, with no exception text.
-            body = protocol.dumps(protocol.response(None, error=to_error(exc).as_dict()))
-            return HttpResponse(body, content_type="application/json")
+            return self.last_resort(exc)
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         response = super().http_method_not_allowed(request, *args, **kwargs)
         response["Allow"] = "POST"
         return response
+
+
+class _AllDatabases(frozenset):
+    """What Django's make_view_atomic() reads as the databases a view is exempt from ATOMIC_REQUESTS on: all."""
+
+    def __contains__(self, alias: object) -> bool:
+        return True
+
+
+class AsyncJsonRpcView(JsonRpcView):
+    """
+    The JSON-RPC endpoint as an async view, for ASGI servers (uvicorn, daphne,
+    hypercorn): the same options and answers as JsonRpcView, with ``async
+    def`` methods awaited on the event loop, sync methods and DRF's policies
+    run in Django's sync thread (``sync_to_async``), and the calls of a batch
+    run concurrently (at most ASYNC_CONCURRENCY at once).
+
+    Mount it where the project is served by ASGI (``jsonrpc_app.urls_async``);
+    under WSGI, JsonRpcView serves async methods too.
+    """
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any):
+        view = super().as_view(**initkwargs)
+        # Django refuses ATOMIC_REQUESTS for an async view (a RuntimeError, so an
+        # HTTP 500, on every request): this one runs outside a request transaction.
+        view._non_atomic_requests = _AllDatabases()
+        return view
+
+    async def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        start = _perf()
+        body, drf_request, context, error = self._begin(request)
+        if error is None:
+            if self.get_permissions() or self.get_throttles() or not _finds_no_one(drf_request, on_event_loop=True):
+                # Authentication may read the session and the user, throttles the cache: not on the loop.
+                error = await sync_to_async(self.endpoint_error, thread_sensitive=True)(drf_request)
+            else:
+                drf_request._not_authenticated()
+        error = self._refused(drf_request, context, error)
+        answer = await service.aanswer(body, context, **self._answer_kwargs(request, error, start))
+        return self._respond(answer, error)
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        try:
+            handled = View.dispatch(self, request, *args, **kwargs)
+        except Exception as exc:
+            handled = self.last_resort(exc)
+        return self._guarded(handled)
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        # Django's own answers with a coroutine here (an async view), which
+        # JsonRpcView's cannot set a header on.
+        response = View.http_method_not_allowed.__get__(self)(request, *args, **kwargs)
+
+        async def with_allow():
+            answer = await response
+            answer["Allow"] = "POST"
+            return answer
+
+        return with_allow()
+
+    async def _guarded(self, handled: Any) -> HttpResponse:
+        if not inspect.isawaitable(handled):
+            return handled
+        try:
+            return await handled
+        except Exception as exc:
+            return self.last_resort(exc)
 
 
 class OpenRpcDocumentView(JsonRpcView):

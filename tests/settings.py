@@ -20,3 +20,5 @@ DATABASE_ROUTERS = ["jsonrpc_app.routers.LogRouter"]
 from project.settings import JSONRPC  # noqa: E402
 
 JSONRPC = {k: v for k, v in JSONRPC.items() if k not in ("LOG_WRITER", "LOG_JOURNAL_DIR", "LOG_LOADER")}
+
+ROOT_URLCONF = "tests.urls"

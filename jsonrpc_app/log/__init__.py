@@ -29,6 +29,7 @@ a failure to build the rows, or to write them anywhere, is reported on the
 app's ``AppConfig.ready()`` calls it.
 """
 
+import asyncio
 import atexit
 import logging
 
@@ -124,6 +125,11 @@ def _journal(rows):
     except Exception:
         # The journal cannot be written (disk full, Redis down): written now,
         # or spooled, as the "request" writer does; the answer stays.
+        if _on_event_loop():
+            # Django refuses database work on an event loop's thread (an async
+            # view): spooled instead (a file), and replayed into the log later.
+            logger.error("Could not append to the JSON-RPC call log journal; spooling the envelope", exc_info=True)
+            return store.spool_rows(rows, "the journal could not be appended to")
         logger.error("Could not append to the JSON-RPC call log journal; writing the envelope now", exc_info=True)
         return store.store(rows)
     loader.ensure_running()
@@ -201,3 +207,37 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
         # No failure of the log may change the answer (or answer a notification).
         logger.error("Could not write or spool the JSON-RPC call log", exc_info=True)
         return None
+
+
+def _on_event_loop():
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def appends_only(context):
+    """
+    Whether ``record()`` for ``context`` only appends a line to a file (the
+    journal on disk, not fsync'd before answering): quick enough for an
+    event loop's thread. Every other writer may wait on a database or a server.
+    """
+    settings = jsonrpc_settings
+    return (
+        settings.LOG_WRITER == "journal"
+        and context.source == "http"
+        and settings.LOG_JOURNAL == "file"
+        and settings.LOG_JOURNAL_FSYNC != "always"
+    )
+
+
+async def arecord(context, records, **kwargs):
+    """``record()`` for async callers: in place when it only appends (``appends_only``), else in Django's sync thread."""
+    if records is None:
+        return None
+    if appends_only(context):
+        return record(context, records, **kwargs)
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(record, thread_sensitive=True)(context, records, **kwargs)

@@ -63,6 +63,12 @@ def store(rows, using=None):
     return _store(rows, using)
 
 
+def spool_rows(rows, reason, using=None):
+    """Append ``rows`` to the spool without trying the database (replayed into ``using`` later); return None."""
+    _spool(rows, using or jsonrpc_settings.LOG_DATABASE, reason)
+    return None
+
+
 def make_storable(rows):
     """Escape, in place, what the database cannot hold as it is (jsonrpc_app.log.escaping)."""
     escaping.make_storable(rows.envelope)

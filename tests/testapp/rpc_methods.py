@@ -1,6 +1,11 @@
 """Methods found by autodiscovery, used by the tests."""
 
+import asyncio
+import threading
+import time
+
 from django.db import transaction
+from rest_framework.throttling import AnonRateThrottle
 
 from jsonrpc_app import CallContext, JsonRpcError, rpc_method
 
@@ -112,3 +117,91 @@ def not_a_number():
 def private(context: CallContext, note=""):
     """Answer the caller's username; anonymous callers are refused (login_required)."""
     return {"user": context.user.get_username(), "note": note}
+
+
+# -- async def methods, and sync ones to run beside them (tests/test_async.py) --------
+# Each records (tag, start, end, thread name) in TIMELINE, so that tests see
+# which calls overlapped from timestamps rather than from elapsed time alone.
+
+TIMELINE = []
+
+
+def _mark(tag, start):
+    TIMELINE.append((tag, start, time.monotonic(), threading.current_thread().name))
+
+
+@rpc_method(name="testapp.async_sleep")
+async def async_sleep(seconds: float, tag: str = "") -> str:
+    start = time.monotonic()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        _mark(tag, start)
+    return tag
+
+
+@rpc_method(name="testapp.sync_sleep")
+def sync_sleep(seconds: float, tag: str = "") -> str:
+    """Sleep in Django's sync thread (thread-sensitive, the default)."""
+    start = time.monotonic()
+    time.sleep(seconds)
+    _mark(tag, start)
+    return tag
+
+
+@rpc_method(name="testapp.sync_sleep_safe", thread_sensitive=False)
+def sync_sleep_safe(seconds: float, tag: str = "") -> str:
+    """Sleep in the thread pool: thread-safe, so the async endpoint runs several at once."""
+    start = time.monotonic()
+    time.sleep(seconds)
+    _mark(tag, start)
+    return tag
+
+
+@rpc_method(name="testapp.async_boom")
+async def async_boom():
+    await asyncio.sleep(0)
+    raise ValueError("async boom")
+
+
+@rpc_method(name="testapp.async_slow", timeout=0.05)
+async def async_slow(seconds: float = 5.0) -> str:
+    await asyncio.sleep(seconds)
+    return "finished"
+
+
+@rpc_method(name="testapp.async_own_timeout")
+async def async_own_timeout():
+    """Raise TimeoutError itself: an internal error, not a timeout of the call."""
+    raise TimeoutError("the method's own")
+
+
+@rpc_method(name="testapp.async_private", login_required=True)
+async def async_private(context: CallContext) -> str:
+    return context.user.username
+
+
+@rpc_method(name="testapp.async_users")
+async def async_users() -> int:
+    """Count users with the async ORM."""
+    from django.contrib.auth.models import User
+
+    return await User.objects.acount()
+
+
+@rpc_method(name="testapp.sync_users")
+def sync_users() -> int:
+    """Count users with the sync ORM: run in Django's sync thread on the async endpoint."""
+    from django.contrib.auth.models import User
+
+    return User.objects.count()
+
+
+class _TwoPerMinute(AnonRateThrottle):
+    rate = "2/min"
+    scope = "testapp-async"
+
+
+@rpc_method(name="testapp.throttled_async", throttle_classes=[_TwoPerMinute])
+async def throttled_async() -> str:
+    return "ok"

@@ -1,0 +1,202 @@
+"""
+The async endpoint over HTTP: each ASGI target (bench.workloads.ASGI_TARGETS,
+logging off) served by uvicorn (1 worker, 127.0.0.1, a free port) and loaded
+by wrk for a bounded time per workload; then how long batches of ten waits
+take on jsonrpc_app's async endpoint.
+
+    python -m bench.over_asgi [--rounds 3] [--duration 2] [--json]
+
+Each round starts a fresh server per target, in turn, so that a disturbance
+of this shared machine hits every target alike; each figure is the median
+of the rounds and ratios are taken within the same run. With ``--json`` the
+last line printed is the raw figures and the table (what ``python -m bench``
+reads).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+from .over_http import HERE, cpu_seconds, fetch, free_port, run_wrk
+from .workloads import ASGI_TARGETS, LABELS, WORKLOADS
+
+WORKLOAD_NAMES = ("single", "batch")
+# Ten calls each waiting 0.05 s: one after another they take 0.5 s.
+WAITS = 10
+WAIT_SECONDS = 0.05
+TIMED_BATCHES = 5
+
+
+def start_uvicorn(port, target):
+    env = dict(os.environ, BENCH_LOG=ASGI_TARGETS[target][1], BENCH_TARGET=target,
+               DJANGO_SETTINGS_MODULE="bench.settings")
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bench.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1", "--log-level", "warning", "--no-access-log",
+         "--lifespan", "off"],
+        cwd=HERE.parent, env=env, stdout=subprocess.DEVNULL,
+    )
+
+
+def wait_ready(url, body, proc, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("uvicorn exited with %s" % proc.returncode)
+        try:
+            return fetch(url, body)
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("uvicorn did not answer within %ss" % timeout)
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def load(target, duration, connections=4, threads=1):
+    """Serve ``target`` and load it with each workload; return {workload: wrk stats + cpu_us}."""
+    path = ASGI_TARGETS[target][0]
+    port = free_port()
+    url = "http://127.0.0.1:%d%s" % (port, path)
+    proc = start_uvicorn(port, target)
+    out = {}
+    try:
+        for i, name in enumerate(WORKLOAD_NAMES):
+            _label, body, expected, _calls = WORKLOADS[name]
+            status, answer = wait_ready(url, body, proc)
+            if status != 200 or json.loads(answer) != expected:
+                raise SystemExit("%s answered %s with %s %r" % (target, name, status, answer[:200]))
+            if i == 0:
+                run_wrk(url, body, 1, connections, threads)  # unmeasured warm-up
+            before = cpu_seconds([proc.pid])
+            stats = run_wrk(url, body, duration, connections, threads)
+            used = cpu_seconds([proc.pid]) - before
+            if stats["errors"] or stats["non_2xx"]:
+                raise SystemExit("%s %s: %d errors, %d non-2xx answers" % (target, name, stats["errors"], stats["non_2xx"]))
+            stats["cpu_us"] = used / stats["requests"] * 1e6 if stats["requests"] else 0.0
+            out[name] = stats
+    finally:
+        stop(proc)
+    return out
+
+
+def _batch(method, seconds):
+    return json.dumps([
+        {"jsonrpc": "2.0", "method": method, "params": [seconds], "id": i} for i in range(WAITS)
+    ]).encode()
+
+
+def time_waits():
+    """Seconds a batch of ten 0.05 s waits takes on the async endpoint: async def, and thread-safe sync."""
+    port = free_port()
+    url = "http://127.0.0.1:%d/rpc-async/" % port
+    proc = start_uvicorn(port, "app-async")
+    out = {}
+    try:
+        for key, method in (("async", "bench.sleep_async"), ("sync_threadsafe", "bench.sleep_safe")):
+            body = _batch(method, WAIT_SECONDS)
+            status, answer = wait_ready(url, body, proc)
+            answers = json.loads(answer)
+            if status != 200 or sorted(a["id"] for a in answers) != list(range(WAITS)):
+                raise SystemExit("app-async answered %s with %s %r" % (method, status, answer[:200]))
+            times = []
+            for _ in range(TIMED_BATCHES):
+                start = time.perf_counter()
+                fetch(url, body)
+                times.append(time.perf_counter() - start)
+            out[key] = statistics.median(times)
+    finally:
+        stop(proc)
+    return out
+
+
+def run(rounds, duration):
+    report = {"rounds": [], "waits": None, "duration": duration}
+    for i in range(rounds):
+        rnd = {target: load(target, duration) for target in ASGI_TARGETS}
+        report["rounds"].append(rnd)
+        print("  round %d: %s" % (i + 1, ", ".join(
+            "%s %.0f/%.0f req/s" % (t, rnd[t]["single"]["rps"], rnd[t]["batch"]["rps"]) for t in ASGI_TARGETS
+        )), file=sys.stderr, flush=True)
+    report["waits"] = time_waits()
+    return report
+
+
+def _median(report, target, name, key):
+    return statistics.median(r[target][name][key] for r in report["rounds"])
+
+
+def render(report):
+    """The markdown tables and the issue's targets of one run."""
+    lines = [
+        "| workload | target | req/s | × bare async | × modern-rpc async | p50 ms | p99 ms | CPU µs/request |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name in WORKLOAD_NAMES:
+        bare = _median(report, "bare-async", name, "rps")
+        modern = _median(report, "modern-rpc-async", name, "rps")
+        for target in ASGI_TARGETS:
+            rps = _median(report, target, name, "rps")
+            lines.append("| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.0f |" % (
+                name, LABELS[target], rps, rps / bare, rps / modern,
+                _median(report, target, name, "p50_us") / 1000, _median(report, target, name, "p99_us") / 1000,
+                _median(report, target, name, "cpu_us"),
+            ))
+    waits = report["waits"]
+    lines += [
+        "",
+        "A batch of %d calls each waiting %.2f s (one after another: %.1f s), median of %d, on AsyncJsonRpcView:"
+        % (WAITS, WAIT_SECONDS, WAITS * WAIT_SECONDS, TIMED_BATCHES),
+        "",
+        "| methods | seconds |",
+        "| --- | ---: |",
+        "| `async def`, `await asyncio.sleep(0.05)` | %.3f |" % waits["async"],
+        "| sync, `thread_sensitive=False`, `time.sleep(0.05)` | %.3f |" % waits["sync_threadsafe"],
+        "",
+        "Targets (issue 15):",
+        "",
+    ]
+
+    def check(text, value, limit, ok):
+        lines.append("- %s: %s (target %s) %s" % (text, value, limit, "met" if ok else "MISSED"))
+
+    check("ten async waits", "%.3f s" % waits["async"], "≤ 0.07 s", waits["async"] <= 0.07)
+    check("ten thread-safe sync waits", "%.3f s" % waits["sync_threadsafe"], "≤ 0.1 s", waits["sync_threadsafe"] <= 0.1)
+    for name in WORKLOAD_NAMES:
+        ours = _median(report, "app-async", name, "rps")
+        bare = _median(report, "bare-async", name, "rps")
+        modern = _median(report, "modern-rpc-async", name, "rps")
+        check("%s, × bare async view" % name, "%.2f" % (ours / bare), "≥ 0.85", ours / bare >= 0.85)
+        check("%s, × django-modern-rpc async" % name, "%.2f" % (ours / modern), "≥ 1.00", ours >= modern)
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench.over_asgi")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=2, help="seconds of wrk load per workload and round")
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON: the figures and the table")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
+    report = run(args.rounds, args.duration)
+    report["table"] = render(report)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(report["table"])
+
+
+if __name__ == "__main__":
+    main()
