@@ -9,7 +9,10 @@ sources are read with ``ast``.
   key, its default as written, and the comment above it;
 - ``<!-- api:MODULE -->`` becomes the public classes and functions of a module
   with their signatures and the first paragraph of their docstrings;
-- ``<!-- changelog -->`` becomes CHANGELOG.md.
+- ``<!-- changelog -->`` becomes CHANGELOG.md;
+- ``<!-- readme:TITLE -->`` becomes the README's section ``## TITLE`` (its
+  body, up to the next ``## `` heading), so that a page can carry a section
+  the README keeps, written once.
 """
 
 import ast
@@ -80,10 +83,21 @@ def api_listing(module):
     return "\n".join(out)
 
 
+def readme_section(title):
+    """The body of the README's ``## title`` section; a title the README lacks fails the build."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"^## %s\n(.*?)(?=^## |\Z)" % re.escape(title), text, re.S | re.M)
+    if match is None:
+        raise ValueError("README.md has no section '## %s'" % title)
+    # Links to other README sections (#anchor) point at the README on this site's home page.
+    return re.sub(r"\]\(#([\w-]+)\)", r"](index.md)", match.group(1).strip())
+
+
 def on_page_markdown(markdown, page, config, files):
     if "<!-- settings -->" in markdown:
         markdown = markdown.replace("<!-- settings -->", settings_table())
     markdown = re.sub(r"<!-- api:([\w.]+) -->", lambda m: api_listing(m.group(1)), markdown)
+    markdown = re.sub(r"<!-- readme:(.+?) -->", lambda m: readme_section(m.group(1)), markdown)
     if "<!-- changelog -->" in markdown:
         changelog = (ROOT / "CHANGELOG.md").read_text()
         # The page has its own title; the file's first heading is dropped.

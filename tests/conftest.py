@@ -95,6 +95,18 @@ def call(rpc):
     return post
 
 
+@pytest.fixture(params=["sync", "async"])
+def secure_view(request, settings):
+    """
+    Serve tests/security_urls.py's endpoints by each view in turn: the modules
+    that use them (pytest.mark.urls("tests.security_urls") and this fixture)
+    run once against JsonRpcView and once against AsyncJsonRpcView, same paths.
+    """
+    if request.param == "async":
+        settings.ROOT_URLCONF = "tests.security_urls_async"
+    return request.param
+
+
 @pytest.fixture
 def fresh_security_endpoints():
     """Start and end with an empty cache (the throttles' history) and tests.security_urls.RUNS at zero."""

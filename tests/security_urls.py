@@ -17,7 +17,7 @@ from rest_framework.throttling import AnonRateThrottle, ScopedRateThrottle, User
 
 from jsonrpc_app import CallContext, MethodRegistry, rpc_method
 from jsonrpc_app.views import JsonRpcView
-from project.urls import urlpatterns as project_urlpatterns
+from tests.urls import urlpatterns as project_urlpatterns
 
 secure = MethodRegistry("secure")
 
@@ -170,47 +170,52 @@ def bad_sql():
         cursor.execute("SELECT secret_column FROM no_such_table_xyz")
 
 
-urlpatterns = [
-    *project_urlpatterns,
-    # The project's REST_FRAMEWORK authentication (session + basic), AllowAny.
-    path("secure/", JsonRpcView.as_view(registry=secure), name="secure"),
-    # Token only, and only authenticated callers reach any method.
-    path(
-        "secure/token/",
-        JsonRpcView.as_view(
-            registry=secure,
-            authentication_classes=[TokenAuthentication],
-            permission_classes=[IsAuthenticated],
+def endpoints(View):
+    """The secure endpoints, served by ``View`` (JsonRpcView, or AsyncJsonRpcView: tests/security_urls_async.py)."""
+    return [
+        *project_urlpatterns,
+        # The project's REST_FRAMEWORK authentication (session + basic), AllowAny.
+        path("secure/", View.as_view(registry=secure), name="secure"),
+        # Token only, and only authenticated callers reach any method.
+        path(
+            "secure/token/",
+            View.as_view(
+                registry=secure,
+                authentication_classes=[TokenAuthentication],
+                permission_classes=[IsAuthenticated],
+            ),
+            name="secure-token",
         ),
-        name="secure-token",
-    ),
-    # Session + basic, authenticated callers only.
-    path(
-        "secure/closed/",
-        JsonRpcView.as_view(registry=secure, permission_classes=[IsAuthenticated]),
-        name="secure-closed",
-    ),
-    # Session only: for the CSRF tests.
-    path(
-        "secure/session/",
-        JsonRpcView.as_view(registry=secure, authentication_classes=[SessionAuthentication]),
-        name="secure-session",
-    ),
-    # No authentication at all: every caller is anonymous, even with a session.
-    path(
-        "secure/anonymous/",
-        JsonRpcView.as_view(registry=secure, authentication_classes=[]),
-        name="secure-anonymous",
-    ),
-    # One envelope per minute per client address.
-    path(
-        "secure/throttled/",
-        JsonRpcView.as_view(registry=secure, throttle_classes=[EndpointOnePerMinute]),
-        name="secure-throttled",
-    ),
-    path(
-        "secure/exploding-auth/",
-        JsonRpcView.as_view(registry=secure, authentication_classes=[ExplodingAuthentication]),
-        name="secure-exploding-auth",
-    ),
-]
+        # Session + basic, authenticated callers only.
+        path(
+            "secure/closed/",
+            View.as_view(registry=secure, permission_classes=[IsAuthenticated]),
+            name="secure-closed",
+        ),
+        # Session only: for the CSRF tests.
+        path(
+            "secure/session/",
+            View.as_view(registry=secure, authentication_classes=[SessionAuthentication]),
+            name="secure-session",
+        ),
+        # No authentication at all: every caller is anonymous, even with a session.
+        path(
+            "secure/anonymous/",
+            View.as_view(registry=secure, authentication_classes=[]),
+            name="secure-anonymous",
+        ),
+        # One envelope per minute per client address.
+        path(
+            "secure/throttled/",
+            View.as_view(registry=secure, throttle_classes=[EndpointOnePerMinute]),
+            name="secure-throttled",
+        ),
+        path(
+            "secure/exploding-auth/",
+            View.as_view(registry=secure, authentication_classes=[ExplodingAuthentication]),
+            name="secure-exploding-auth",
+        ),
+    ]
+
+
+urlpatterns = endpoints(JsonRpcView)

@@ -8,6 +8,8 @@ docs/requirements.txt.)
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from jsonrpc_app import test as test_module
 from jsonrpc_app.conf import DEFAULTS
 
@@ -45,3 +47,14 @@ def test_changelog_page_is_the_changelog_file():
     page = load_hooks().on_page_markdown("# Changelog\n\n<!-- changelog -->\n", None, None, None)
     assert "## [Unreleased]" in page and "## [0.1.0] - 2026-12-02" in page
     assert page.count("# Changelog") == 1
+
+
+def test_a_readme_section_is_carried_into_a_page_whole():
+    page = load_hooks().on_page_markdown("# Async methods\n\n<!-- readme:Async methods -->\n", None, None, None)
+    assert "AsyncJsonRpcView" in page and "ASYNC_CONCURRENCY" in page
+    assert "## Typed params" not in page  # it stops at the next section
+
+
+def test_a_readme_section_that_does_not_exist_fails_the_build():
+    with pytest.raises(ValueError, match="no section"):
+        load_hooks().readme_section("No such section")

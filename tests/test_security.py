@@ -51,6 +51,7 @@ from tests.test_limits import LIMIT, Stream, wsgi_post
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.urls("tests.security_urls"),
+    pytest.mark.usefixtures("secure_view"),
     pytest.mark.usefixtures("fresh_security_endpoints"),
 ]
 
@@ -475,3 +476,12 @@ def test_try_it_and_replay_do_not_get_round_a_methods_permissions(guarded_defaul
     browser.post(replay_url(logged_envelope), {"body": body})
     replayed = Call.objects.get(envelope__source="replay")
     assert (replayed.method, replayed.outcome, replayed.error_code) == ("security.view_users", "error", -32003)
+
+
+def test_these_tests_run_against_the_sync_and_the_async_view(secure_view):
+    from django.urls import resolve
+
+    from jsonrpc_app.views import AsyncJsonRpcView, JsonRpcView
+
+    view = resolve("/secure/token/").func.view_class
+    assert view is (AsyncJsonRpcView if secure_view == "async" else JsonRpcView)

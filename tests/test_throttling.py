@@ -18,6 +18,7 @@ from tests.security_urls import RUNS
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.urls("tests.security_urls"),
+    pytest.mark.usefixtures("secure_view"),
     pytest.mark.usefixtures("fresh_security_endpoints"),
 ]
 
