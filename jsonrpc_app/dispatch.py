@@ -11,6 +11,7 @@ and turn an exception into its error object (``exceptions.to_error``).
 import asyncio
 import threading
 import time
+from operator import attrgetter
 
 from asgiref.sync import async_to_sync, sync_to_async
 
@@ -63,22 +64,53 @@ def error_of(exc, method=None):
     return error.as_dict(), error.traceback
 
 
-# What _steps() yields to its driver: work that the async executor must not
-# run on the event loop (it may use the database), or the method's call.
-_CHECK = 0
-_CALL = 1
+# The per-call steps: look the method up, check who may call it, bind the
+# params, call, map the error, fill the record. run() and arun() take them in
+# the same order through the same helpers; they differ only in how a step that
+# may block is run: in place (run), or awaited (arun: async def methods on the
+# event loop, everything else that may touch the database in Django's sync
+# thread, see jsonrpc_app.aio). Sync code calls run() itself (not a generator
+# or a coroutine driven in place): the sync path pays nothing for the async one.
 
 
-def _steps(request, context, record):
+def _method_of(request, context, record):
+    """Step 1: the Method ``request`` names (MethodNotFound when there is none), noted on ``record``."""
+    method = context.registry._registry.get(request.method)
+    if method is None:
+        raise MethodNotFound()
+    if record is not None:
+        record.log = method.log
+        record.sensitive_params = method.sensitive_params
+    return method
+
+
+def _failed(request, exc, method, record):
+    """The last step when a step raised: the error object, on the record and (unless a notification) answered."""
+    error, tb = error_of(exc, method)
+    if record is not None:
+        record.error = error
+        record.traceback = tb
+    if request.is_notification:
+        return None
+    return protocol.response(request.id, error=error)
+
+
+def _succeeded(request, result, record):
+    """The last step of a call that returned: its result, on the record and (unless a notification) answered."""
+    if record is not None:
+        record.result = result
+    if request.is_notification:
+        return None
+    return protocol.response(request.id, result)
+
+
+def run(request, context, record=None):
     """
-    The per-call steps, once for both executors: look the method up, check who
-    may call it, bind the params, call, map the error, fill ``record``.
+    Run one valid Request; return its response dict (None for a notification).
 
-    A generator: it yields ``(_CHECK, function, args)`` for each check that may
-    block (permissions, serializers) and ``(_CALL, method, (args, kwargs))`` for
-    the call itself, and is sent back the value (or thrown the exception); the
-    sync executor (``run``) runs them in place, the async one (``arun``) awaits
-    them. It returns the response dict, None for a notification.
+    ``_method_of()`` and ``_succeeded()`` are written out in place here: the
+    sync path is the hot one, and the two calls cost it about 840 machine
+    instructions per call of a batch (callgrind, 9,706 against 10,547).
     """
     method = None
     try:
@@ -89,21 +121,19 @@ def _steps(request, context, record):
             record.log = method.log
             record.sensitive_params = method.sensitive_params
         if method.guarded or not method.enabled:
-            yield _CHECK, check_method_permissions, (method, context)
+            check_method_permissions(method, context)
         args, kwargs = method.binder.bind(request.params, context)
         if method.params_serializer is not None:
-            args, kwargs = yield _CHECK, validate_params, (method, args, kwargs, context)
-        result = yield _CALL, method, (args, kwargs)
+            args, kwargs = validate_params(method, args, kwargs, context)
+        if method.is_async:
+            # An async def method called from sync code: in an event loop of its own.
+            result = async_to_sync(aio.call_async)(method, args, kwargs)
+        else:
+            result = method.func(*args, **kwargs)
         if method.result_serializer is not None:
-            result = yield _CHECK, serialize_result, (method, result, context)
+            result = serialize_result(method, result, context)
     except Exception as exc:
-        error, tb = error_of(exc, method)
-        if record is not None:
-            record.error = error
-            record.traceback = tb
-        if request.is_notification:
-            return None
-        return protocol.response(request.id, error=error)
+        return _failed(request, exc, method, record)
     if record is not None:
         record.result = result
     if request.is_notification:
@@ -111,75 +141,46 @@ def _steps(request, context, record):
     return protocol.response(request.id, result)
 
 
-def run(request, context, record=None):
-    """Run one valid Request; return its response dict (None for a notification)."""
-    steps = _steps(request, context, record)
-    try:
-        kind, target, args = steps.send(None)
-        while True:
-            try:
-                if kind == _CALL:
-                    if target.is_async:
-                        value = async_to_sync(aio.call_async)(target, args[0], args[1])
-                    else:
-                        value = target.func(*args[0], **args[1])
-                else:
-                    value = target(*args)
-            except Exception as exc:
-                kind, target, args = steps.throw(exc)
-            else:
-                kind, target, args = steps.send(value)
-    except StopIteration as done:
-        return done.value
-
-
 async def arun(request, context, record=None):
-    """``run()`` awaited: async methods awaited, sync ones and the checks run off the event loop."""
-    steps = _steps(request, context, record)
+    """``run()`` awaited: the same steps, async methods awaited, the rest off the event loop."""
+    method = None
     try:
-        kind, target, args = steps.send(None)
-        while True:
-            try:
-                if kind == _CALL:
-                    if target.is_async:
-                        value = await aio.call_async(target, args[0], args[1])
-                    else:
-                        value = await aio.call_sync(target, args[0], args[1])
-                else:
-                    value = await aio.in_sync_thread(target, *args)
-            except Exception as exc:
-                kind, target, args = steps.throw(exc)
-            else:
-                kind, target, args = steps.send(value)
-    except StopIteration as done:
-        return done.value
+        method = _method_of(request, context, record)
+        if method.guarded or not method.enabled:
+            await aio.in_sync_thread(check_method_permissions, method, context)
+        args, kwargs = method.binder.bind(request.params, context)
+        if method.params_serializer is not None:
+            args, kwargs = await aio.in_sync_thread(validate_params, method, args, kwargs, context)
+        if method.is_async:
+            result = await aio.call_async(method, args, kwargs)
+        else:
+            result = await aio.call_sync(method, args, kwargs)
+        if method.result_serializer is not None:
+            result = await aio.in_sync_thread(serialize_result, method, result, context)
+    except Exception as exc:
+        return _failed(request, exc, method, record)
+    return _succeeded(request, result, record)
+
+
+_method_name = attrgetter("method")  # a Request's name; None for an InvalidItem
 
 
 def _has_async_calls(parsed, registry):
     """Whether two or more calls of ``parsed`` are of async def methods (then run together)."""
-    if not registry.async_count or not parsed.is_batch:
+    names = registry.async_names
+    if not names or not parsed.is_batch:
         return False
-    methods = registry._registry
-    found = 0
-    Request = protocol.Request
-    for item in parsed.items:
-        if type(item) is Request:
-            method = methods.get(item.method)
-            if method is not None and method.is_async:
-                found += 1
-                if found > 1:
-                    return True
-    return False
+    items = parsed.items
+    if names.isdisjoint(map(_method_name, items)):  # one pass in C: the usual answer
+        return False
+    return sum(1 for item in items if item.method in names) > 1
 
 
-def _run_in_order(items, records, context, stop=None):
+def _run_in_order(items, records, context):
     """
-    Run ``items`` one after another with the sync executor; return their
-    responses in order (None where there is nothing to answer).
-
-    ``records`` (one CallRecord per item, or None when the log is off) are
-    filled in. ``stop`` (a threading.Event), once set, leaves the items not
-    started yet unrun, recorded as -32007 Call cancelled.
+    Run ``items`` one after another with the sync executor; return the
+    responses to send, in order (notifications have none). ``records``, one
+    CallRecord per item or None when the log is off, are filled in.
     """
     call = observe.wrap(run)  # run itself unless observers are configured (jsonrpc_app.observe)
     Request = protocol.Request
@@ -188,37 +189,55 @@ def _run_in_order(items, records, context, stop=None):
     if records is None:
         # The loop without a call log: nothing to time or record per call.
         for item in items:
-            if stop is not None and stop.is_set():
-                append(None)
-            elif type(item) is Request:
-                append(call(item, context))
+            if type(item) is Request:
+                response = call(item, context)
             else:
-                append(item.response())
+                response = item.response()
                 if call is not run:
                     call.invalid(item, context)
+            if response is not None:
+                append(response)
         return responses
     for item, record in zip(items, records):
-        if stop is not None and stop.is_set():
-            record.error = CallCancelled().as_dict()
-            append(None)
-        elif type(item) is Request:
+        if type(item) is Request:
             start = _perf()
-            append(call(item, context, record))
+            response = call(item, context, record)
             record.duration = _perf() - start
         else:
-            append(item.response())
+            response = item.response()
             if call is not run:
                 call.invalid(item, context)
             record.error = item.error
             record.params = item.value
+        if response is not None:
+            append(response)
     return responses
 
 
+def _run_in_places(items, records, context, stop):
+    """
+    ``_run_in_order()`` for the async executor's sync calls: return one
+    response per item (None where there is none); once ``stop`` (a
+    threading.Event) is set, the items not started yet are left unrun and
+    recorded as -32007 Call cancelled.
+    """
+    out = []
+    for i, item in enumerate(items):
+        record = [records[i]] if records is not None else None
+        if stop.is_set():
+            if record is not None:
+                record[0].error = CallCancelled().as_dict()
+            out.append(None)
+            continue
+        answered = _run_in_order([item], record, context)
+        out.append(answered[0] if answered else None)
+    return out
+
+
 def _finish(parsed, responses, records):
-    answers = [r for r in responses if r is not None]
     if parsed.is_batch:
-        return (answers or None), records
-    return (answers[0] if answers else None), records
+        return (responses or None), records
+    return (responses[0] if responses else None), records
 
 
 def execute(parsed, context):
@@ -306,7 +325,7 @@ async def aexecute(parsed, context):
         group = [items[i] for i in in_thread]
         group_records = [records[i] for i in in_thread] if records is not None else None
         running = asyncio.ensure_future(
-            sync_to_async(_run_in_order, thread_sensitive=True)(group, group_records, context, stop)
+            sync_to_async(_run_in_places, thread_sensitive=True)(group, group_records, context, stop)
         )
         try:
             responses = await asyncio.shield(running)
@@ -332,4 +351,4 @@ async def aexecute(parsed, context):
                 if not started[i]:
                     records[i].error = CallCancelled().as_dict()
         raise aio.Cancelled(records) from None
-    return _finish(parsed, answers, records)
+    return _finish(parsed, [a for a in answers if a is not None], records)

@@ -149,9 +149,9 @@ class MethodRegistry:
     def __init__(self, name: str = "default") -> None:
         self.name = name
         self._registry: dict[str, Method] = dict(self.builtins)
-        # How many of the methods are async def: the sync executor looks for
-        # them in a batch only when there are some.
-        self.async_count = sum(1 for m in self._registry.values() if m.is_async)
+        # The names of the async def methods: the sync executor looks for them
+        # in a batch only when there are some.
+        self.async_names = {m.name for m in self._registry.values() if m.is_async}
         all_registries.add(self)
 
     @classmethod
@@ -188,16 +188,23 @@ class MethodRegistry:
         return method
 
     def _put(self, method: Method) -> None:
-        previous = self._registry.get(method.name)
         self._registry[method.name] = method
-        self.async_count += method.is_async - (previous.is_async if previous is not None else 0)
+        if method.is_async:
+            self.async_names.add(method.name)
+        else:
+            self.async_names.discard(method.name)
+
+    @property
+    def async_count(self) -> int:
+        """How many of the methods are async def."""
+        return len(self.async_names)
 
     def unregister(self, name: str) -> None:
         try:
-            method = self._registry.pop(name)
+            self._registry.pop(name)
         except KeyError:
             raise NotRegistered("No method named %r is registered." % name) from None
-        self.async_count -= method.is_async
+        self.async_names.discard(name)
 
     def get(self, name: str) -> Method | None:
         """Return the Method called ``name``, or None."""

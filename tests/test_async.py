@@ -22,7 +22,7 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 from jsonrpc_app import rpc_method
-from jsonrpc_app.dispatch import _run_in_order
+from jsonrpc_app.dispatch import _run_in_places
 from jsonrpc_app.models import Call, Envelope
 from jsonrpc_app.registry import MethodRegistry
 from tests.testapp.rpc_methods import TIMELINE
@@ -310,7 +310,7 @@ def test_a_stop_leaves_the_sync_calls_not_started_unrun_and_recorded_cancelled()
     from jsonrpc_app.registry import registry
 
     context.registry = registry
-    assert _run_in_order(parsed.items, records, context, stop) == [None, None]
+    assert _run_in_places(parsed.items, records, context, stop) == [None, None]
     assert [r.error["code"] for r in records] == [-32007, -32007]
 
 
