@@ -2,14 +2,15 @@
 Run the whole benchmark and print its tables (``make bench``).
 
     python -m bench [--rounds 5] [--cycles 40] [--http-rounds 3] [--duration 2]
-                    [--no-http] [--no-inprocess]
+                    [--no-http] [--no-inprocess] [--no-asgi]
 
 In-process, each round starts a fresh process per target and hands them
 short chunks of calls in turn (bare, bare-orjson, app, app-log, app-log-bg,
 modern-rpc, then again: see lockstep()), so that a disturbance on this shared machine
 hits every target alike; ratios are medians of the ratios of neighbouring
-chunks. Over HTTP, each target runs in turn per round. Each figure is the
-median of the rounds, and ratios are taken within the same run.
+chunks. Over HTTP, each target runs in turn per round; then the async
+targets under uvicorn (bench.over_asgi). Each figure is the median of the
+rounds, and ratios are taken within the same run.
 """
 
 import argparse
@@ -331,6 +332,12 @@ def render(report):
     elif not report.get("wrk", True):
         sections.append("### Over HTTP\n\nSkipped: wrk is not installed (Debian: `apt-get install wrk`).")
     sections.append("### Targets (issues 6 and 13)\n\n" + verdicts(report["inprocess"], key, http))
+    if report.get("asgi"):
+        sections.append(
+            "### The async endpoint over HTTP (uvicorn, 1 worker, 127.0.0.1; wrk 1 thread, 4 connections, "
+            "%ds), logging off, median of %d rounds\n\n%s"
+            % (report["asgi"]["duration"], len(report["asgi"]["rounds"]), report["asgi"]["table"])
+        )
     return "\n\n".join(sections)
 
 
@@ -348,6 +355,7 @@ def main(argv=None):
     parser.add_argument("--duration", type=int, default=2, help="seconds of wrk load per workload and round")
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--no-inprocess", action="store_true")
+    parser.add_argument("--no-asgi", action="store_true", help="leave out the async endpoint under uvicorn")
     parser.add_argument("--tables", metavar="JSON", help="print the tables of a saved run (latest.json) and stop")
     args = parser.parse_args(argv)
     if args.tables:
@@ -404,6 +412,14 @@ def main(argv=None):
                 "%s %.0f/%.0f req/s" % (t, rnd[t]["http"]["single"]["rps"], rnd[t]["http"]["batch"]["rps"])
                 for t in TARGETS
             )), flush=True)
+
+    if not args.no_http and not args.no_asgi and shutil.which("wrk") is not None:
+        print("\nASGI: %d rounds, uvicorn 1 worker, wrk %ds per workload, then batches of ten waits ..."
+              % (args.http_rounds, args.duration), flush=True)
+        report["asgi"] = run_json(
+            ["bench.over_asgi", "--rounds", str(args.http_rounds), "--duration", str(args.duration), "--json"],
+            env, timeout=1800,
+        )
 
     text = render(report)
     print("\n" + text)

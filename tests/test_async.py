@@ -459,3 +459,40 @@ def test_the_async_settings_defaults_pass_the_checks():
     from jsonrpc_app.checks import check_async_settings
 
     assert check_async_settings() == []
+
+
+# -- the admin and the command line: through the sync service, async methods included ----
+
+
+def test_try_it_in_the_admin_runs_an_async_method(admin_client):
+    url = "/admin/jsonrpc_app/methodentry/wait/"
+    page = admin_client.get(url)
+    assert page.status_code == 200 and b"(seconds: float) -&gt; float" in page.content
+    response = admin_client.post(url, {"params": "[0.01]", "id": "3"})
+    assert json.loads(response.context["tryit"]["response"]) == {"jsonrpc": "2.0", "result": 0.01, "id": 3}
+    assert Call.objects.get(method="wait").source == "admin"
+
+
+def test_the_method_browser_lists_async_methods_with_the_others(admin_client):
+    page = admin_client.get("/admin/jsonrpc_app/methodentry/").content
+    assert b"testapp.async_sleep" in page and b"subtract" in page
+
+
+def test_jsonrpc_call_runs_an_async_method_from_the_command_line():
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("jsonrpc_call", "wait", "[0.01]", stdout=out)
+    assert json.loads(out.getvalue())["result"] == 0.01
+
+
+def test_a_replayed_batch_of_async_calls_runs_them_together_again(admin_client):
+    from jsonrpc_app import service
+    from jsonrpc_app.context import CallContext
+
+    body = json.dumps([req("testapp.async_sleep", [0.1, "r%d" % i], id=i) for i in range(3)])
+    answer = service.answer(body, CallContext(source="replay"))
+    assert [a["result"] for a in answer.response] == ["r0", "r1", "r2"]
+    assert overlapped("r0", "r1", "r2")
