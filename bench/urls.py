@@ -12,7 +12,7 @@ from django.urls import path
 
 from jsonrpc_app.views import AsyncJsonRpcView, JsonRpcView
 
-from . import views
+from . import rpc_methods, views
 from .modern import server
 from .workloads import ASGI_TARGETS, TARGETS
 
@@ -24,6 +24,7 @@ urlpatterns = [
     # The async targets (bench.over_asgi, under uvicorn).
     path("bare-async/", views.bare_async),
     path("rpc-async/", AsyncJsonRpcView.as_view()),
+    path("rpc-async-inline/", AsyncJsonRpcView.as_view(registry=rpc_methods.inline)),
     path("modern-rpc-async/", server.async_view),
 ]
 

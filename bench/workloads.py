@@ -20,12 +20,14 @@ TARGETS = {
 ASGI_TARGETS = {
     "bare-async": ("/bare-async/", "0"),
     "app-async": ("/rpc-async/", "0"),
+    "app-async-inline": ("/rpc-async-inline/", "0"),
     "modern-rpc-async": ("/modern-rpc-async/", "0"),
 }
 
 LABELS = {
     "bare-async": "bare async Django view (json)",
-    "app-async": "jsonrpc_app AsyncJsonRpcView, logging off",
+    "app-async": "jsonrpc_app AsyncJsonRpcView, logging off (sync methods in Django's sync thread)",
+    "app-async-inline": "jsonrpc_app AsyncJsonRpcView, logging off, methods blocking=False (on the event loop)",
     "modern-rpc-async": "django-modern-rpc 2.1.0, async view",
     "bare": "bare Django view (json)",
     "bare-orjson": "bare Django view (orjson)",

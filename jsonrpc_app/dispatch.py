@@ -216,21 +216,34 @@ def _run_in_order(items, records, context):
 
 def _run_in_places(items, records, context, stop):
     """
-    ``_run_in_order()`` for the async executor's sync calls: return one
-    response per item (None where there is none); once ``stop`` (a
-    threading.Event) is set, the items not started yet are left unrun and
-    recorded as -32007 Call cancelled.
+    ``_run_in_order()`` for the async executor: return one response per item
+    (None where there is none); once ``stop`` (a threading.Event) is set, the
+    items not started yet are left unrun and recorded as -32007 Call cancelled.
     """
+    call = observe.wrap(run)
+    Request = protocol.Request
     out = []
+    append = out.append
     for i, item in enumerate(items):
-        record = [records[i]] if records is not None else None
+        record = records[i] if records is not None else None
         if stop.is_set():
             if record is not None:
-                record[0].error = CallCancelled().as_dict()
-            out.append(None)
-            continue
-        answered = _run_in_order([item], record, context)
-        out.append(answered[0] if answered else None)
+                record.error = CallCancelled().as_dict()
+            append(None)
+        elif type(item) is Request:
+            if record is None:
+                append(call(item, context))
+            else:
+                start = _perf()
+                append(call(item, context, record))
+                record.duration = _perf() - start
+        else:
+            append(item.response())
+            if call is not run:
+                call.invalid(item, context)
+            if record is not None:
+                record.error = item.error
+                record.params = item.value
     return out
 
 
@@ -261,16 +274,25 @@ def execute(parsed, context):
     return _finish(parsed, _run_in_order(items, records, context), records)
 
 
-def _awaited(item, methods, thread_sensitive):
-    """Whether the async executor awaits ``item`` on its own: an async def method, or a thread-safe sync one."""
-    if type(item) is not protocol.Request:
-        return False
-    method = methods.get(item.method)
-    if method is None:
-        return False
-    if method.is_async:
-        return True
-    return not (method.thread_sensitive if method.thread_sensitive is not None else thread_sensitive)
+def _placed(items, methods, thread_sensitive):
+    """
+    Where the async executor runs each of ``items``: three lists of indexes,
+    (on the event loop: invalid elements, unknown methods, blocking=False
+    methods; as tasks: async def methods and thread-safe sync methods; in
+    Django's sync thread: every other sync method).
+    """
+    on_loop, awaited, in_thread = [], [], []
+    for i, item in enumerate(items):
+        method = methods.get(item.method)  # an InvalidItem's method is None
+        if method is None or method.runs_on_loop:
+            on_loop.append(i)
+        elif method.is_async:
+            awaited.append(i)
+        elif method.thread_sensitive if method.thread_sensitive is not None else thread_sensitive:
+            in_thread.append(i)
+        else:
+            awaited.append(i)
+    return on_loop, awaited, in_thread
 
 
 async def aexecute(parsed, context):
@@ -278,10 +300,13 @@ async def aexecute(parsed, context):
     ``execute()`` awaited: the calls of a batch run concurrently, their
     responses in the batch's order.
 
-    Calls of async def methods (and of sync methods marked thread-safe) are
-    awaited together, at most ASYNC_CONCURRENCY at once; the others (sync
-    methods, which Django runs in its one sync thread anyway, unknown methods,
-    invalid elements) run in order in that thread, in one hop for all.
+    Where each element runs (``_placed``): async def methods (and sync
+    methods marked thread-safe, in the thread pool) as tasks, together, at
+    most ASYNC_CONCURRENCY at once; every other sync method in Django's one
+    sync thread, in order, one hop for all (that hop counts as one task),
+    with the invalid elements, unknown methods and ``blocking=False`` methods
+    among them, which run at once on the event loop when nothing else goes
+    to that thread.
 
     When the task is cancelled (the client went away), the calls still
     running are cancelled, those in the sync thread are let finish and the
@@ -296,10 +321,22 @@ async def aexecute(parsed, context):
     records = [CallRecord(item) for item in items] if context.log else None
     methods = context.registry._registry
     sensitive = jsonrpc_settings.SYNC_METHOD_THREAD_SENSITIVE
-    awaited, in_thread = [], []
-    for i, item in enumerate(items):
-        (awaited if _awaited(item, methods, sensitive) else in_thread).append(i)
+    on_loop, awaited, in_thread = _placed(items, methods, sensitive)
+    if in_thread and on_loop:
+        # The hop to the sync thread is paid anyway: the quick ones go with the
+        # others, so that the batch's order is kept among them.
+        in_thread = sorted(in_thread + on_loop)
+        on_loop = []
     answers = [None] * len(items)
+    stop = threading.Event()
+    if on_loop:
+        # Nothing here waits or reads the database: run now, in order, without a thread.
+        group_records = [records[i] for i in on_loop] if records is not None else None
+        responses = _run_in_places([items[i] for i in on_loop], group_records, context, stop)
+        for i, response in zip(on_loop, responses):
+            answers[i] = response
+        if not awaited and not in_thread:
+            return _finish(parsed, [a for a in answers if a is not None], records)
     call = observe.awrap(arun)
 
     started = [False] * len(items)
@@ -318,8 +355,6 @@ async def aexecute(parsed, context):
         finally:
             if record is not None:
                 record.duration = _perf() - start
-
-    stop = threading.Event()
 
     async def rest():
         group = [items[i] for i in in_thread]

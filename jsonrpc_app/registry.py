@@ -52,6 +52,7 @@ class Method:
         enabled: bool = True,
         timeout: float | None = None,
         thread_sensitive: bool | None = None,
+        blocking: bool = True,
     ) -> None:
         if not callable(func):
             raise TypeError("%r is not callable" % (func,))
@@ -74,6 +75,11 @@ class Method:
         # A sync method on the async endpoint: in Django's one sync thread (True),
         # in a thread pool (False), or as SYNC_METHOD_THREAD_SENSITIVE says (None).
         self.thread_sensitive = thread_sensitive
+        if not blocking and self.is_async:
+            raise TypeError("blocking=False is for sync methods (%r is async def: it is awaited anyway)" % (func,))
+        # blocking=False: a sync method that neither waits on I/O nor uses the
+        # ORM, which the async endpoint calls on the event loop, without a thread.
+        self.blocking = blocking
         self.name = name or func.__name__
         if not isinstance(self.name, str) or not self.name:
             raise TypeError("A method name must be a non-empty string, not %r" % (self.name,))
@@ -100,6 +106,12 @@ class Method:
         # Anything to check before the call beyond binding params.
         self.guarded = bool(
             self.permission_classes or self.permissions or self.login_required or self.throttle_classes
+        )
+        # What the async endpoint may run on the event loop itself: a non-blocking
+        # sync method with no check that may read the database (permissions,
+        # throttles, serializers) and nothing else to refuse it with.
+        self.runs_on_loop = not (
+            blocking or self.is_async or self.guarded or not enabled or params_serializer or result_serializer
         )
 
     @property

@@ -496,3 +496,33 @@ def test_a_replayed_batch_of_async_calls_runs_them_together_again(admin_client):
     answer = service.answer(body, CallContext(source="replay"))
     assert [a["result"] for a in answer.response] == ["r0", "r1", "r2"]
     assert overlapped("r0", "r1", "r2")
+
+
+# -- blocking=False: sync methods called on the event loop ---------------------------------
+
+
+def test_a_non_blocking_sync_method_runs_on_the_event_loop_with_no_thread_hop(client):
+    body = json.dumps([req("testapp.quick_thread", id=1), req("testapp.async_thread", id=2)])
+    answers = json.loads(client.post("/rpc-async/", body, content_type="application/json").content)
+    assert answers[0]["result"] == answers[1]["result"]  # the event loop's thread, both
+    sync_thread = json.loads(client.post("/rpc-async/", json.dumps(req("testapp.whoami_thread", id=3)),
+                                         content_type="application/json").content)
+    assert sync_thread["result"] != answers[0]["result"]
+
+
+def test_a_non_blocking_method_that_uses_the_orm_is_an_internal_error_not_a_wrong_answer(call, endpoint):
+    answer = call(req("testapp.quick_orm", id=1))
+    if endpoint == "/rpc/":
+        assert answer["result"] == 0  # the sync endpoint calls it in the request's thread
+    else:
+        assert answer["error"]["code"] == -32603
+        assert "SynchronousOnlyOperation" in Call.objects.get(method="testapp.quick_orm").traceback
+
+
+def test_blocking_false_is_refused_for_an_async_method():
+    reg = MethodRegistry("async-test-blocking")
+    with pytest.raises(TypeError, match="blocking=False is for sync methods"):
+
+        @rpc_method(registry=reg, blocking=False)
+        async def later():
+            pass

@@ -205,3 +205,28 @@ class _TwoPerMinute(AnonRateThrottle):
 @rpc_method(name="testapp.throttled_async", throttle_classes=[_TwoPerMinute])
 async def throttled_async() -> str:
     return "ok"
+
+
+@rpc_method(name="testapp.quick_thread", blocking=False)
+def quick_thread() -> str:
+    """blocking=False: the async endpoint calls it on the event loop."""
+    return threading.current_thread().name
+
+
+@rpc_method(name="testapp.async_thread")
+async def async_thread() -> str:
+    return threading.current_thread().name
+
+
+@rpc_method(name="testapp.quick_orm", blocking=False)
+def quick_orm() -> int:
+    """Wrongly marked blocking=False: it uses the ORM."""
+    from django.contrib.auth.models import User
+
+    return User.objects.count()
+
+
+@rpc_method(name="testapp.whoami_thread")
+def whoami_thread() -> str:
+    """A (blocking) sync method: Django's sync thread on the async endpoint."""
+    return threading.current_thread().name
