@@ -73,6 +73,7 @@ def test_dry_run_prints_what_it_would_delete_and_deletes_nothing(log):
     assert Envelope.objects.count() == 10 and Call.objects.count() == 30
 
 
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="PostgreSQL deletes by ranges (below)")
 def test_deletes_in_chunks_each_no_bigger_than_the_chunk_size(log):
     with CaptureQueriesContext(connection) as queries:
         out = prune("--older-than", "30d", "--chunk-size", "2")
@@ -90,12 +91,81 @@ def test_deletes_in_chunks_each_no_bigger_than_the_chunk_size(log):
     assert "Deleted 7 envelopes and 21 calls" in out
 
 
+def _statements(queries, verb, table):
+    q = connection.ops.quote_name
+    head = "%s FROM %s" % (verb, q(table)) if verb == "DELETE" else "%s %s" % (verb, q(table))
+    return [x for x in queries.captured_queries if x["sql"].startswith(head)]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the range delete is PostgreSQL's")
+def test_postgresql_deletes_ranges_of_envelopes_with_their_calls_in_one_transaction_each(log):
+    with CaptureQueriesContext(connection) as queries:
+        out = prune("--older-than", "30d", "--chunk-size", "2")
+    envelope_deletes = _statements(queries, "DELETE", "jsonrpc_app_envelope")
+    call_deletes = _statements(queries, "DELETE", "jsonrpc_app_call")
+    # 7 envelopes, 2 a range: 4 ranges, each one DELETE of calls and one of envelopes.
+    assert len(envelope_deletes) == len(call_deletes) == 4
+    assert "= ANY(" in envelope_deletes[0]["sql"] and "= ANY(" in call_deletes[0]["sql"]
+    sql = [x["sql"] for x in queries.captured_queries]
+    # Calls, then the unlinking of replays, then the envelopes, inside one transaction.
+    for delete in envelope_deletes:
+        at = sql.index(delete["sql"])
+        assert sql[at - 2].startswith('DELETE FROM "jsonrpc_app_call"')
+        assert sql[at - 1].startswith('UPDATE "jsonrpc_app_envelope"')
+        assert "SAVEPOINT" not in " ".join(sql[at - 2:at + 1])
+    assert ages() == [0, 10, 20]
+    assert Call.objects.count() == 9
+    assert "Deleted 7 envelopes and 21 calls (received before" in out and "in 4 chunks" in out
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the range delete is PostgreSQL's")
+def test_postgresql_ranges_start_after_the_last_one_not_at_the_oldest_left(log):
+    with CaptureQueriesContext(connection) as queries:
+        prune("--older-than", "30d", "--chunk-size", "3")
+    q = connection.ops.quote_name
+    selects = [x["sql"] for x in queries.captured_queries
+               if x["sql"].startswith("SELECT") and "FROM %s" % q("jsonrpc_app_envelope") in x["sql"]
+               and "LIMIT 3" in x["sql"]]
+    assert len(selects) == 4  # 7 envelopes: 3, 3, 1, then none
+    assert "%s >" % q("created_at") not in selects[0].replace(q("jsonrpc_app_envelope") + ".", "")
+    for sql in selects[1:]:
+        assert "%s >" % q("created_at") in sql.replace(q("jsonrpc_app_envelope") + ".", ""), sql
+
+
+def test_envelopes_received_at_the_same_instant_are_all_deleted_across_chunk_boundaries():
+    at = timezone.now() - datetime.timedelta(days=40)
+    Envelope.objects.bulk_create([Envelope(created_at=at, call_count=1) for _ in range(7)])
+    Call.objects.bulk_create([Call(envelope=e, method="m", created_at=at) for e in Envelope.objects.all()])
+    kept = Envelope.objects.create(call_count=0)
+    out = prune("--older-than", "30d", "--chunk-size", "2")
+    assert list(Envelope.objects.all()) == [kept]
+    assert Call.objects.count() == 0
+    assert "Deleted 7 envelopes and 7 calls" in out
+
+
+def test_keep_across_chunk_boundaries_keeps_exactly_the_newest_n():
+    at = timezone.now() - datetime.timedelta(days=1)
+    Envelope.objects.bulk_create([Envelope(created_at=at, call_count=0) for _ in range(9)])
+    newest = list(Envelope.objects.order_by("-created_at", "-pk").values_list("pk", flat=True)[:4])
+    out = prune("--keep", "4", "--chunk-size", "2")
+    assert sorted(Envelope.objects.values_list("pk", flat=True)) == sorted(newest)
+    assert "Deleted 5 envelopes" in out
+
+
 def test_a_kept_replay_loses_the_link_to_a_deleted_original(log):
     original = log[-1]
     replay = Envelope.objects.create(replay_of=original, source="replay")
     prune("--older-than", "30d")
     replay.refresh_from_db()
     assert replay.replay_of_id is None
+
+
+def test_a_replay_deleted_with_its_original_in_the_same_chunk_goes_too(log):
+    original = log[-1]  # 90 days old
+    Envelope.objects.create(replay_of=original, source="replay", created_at=original.created_at)
+    out = prune("--older-than", "30d", "--chunk-size", "100")
+    assert ages() == [0, 10, 20]
+    assert "Deleted 8 envelopes" in out
 
 
 @pytest.mark.parametrize("args", [[], ["--older-than", "30"], ["--older-than", "soon"], ["--keep", "-1"]])
