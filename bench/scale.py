@@ -53,8 +53,11 @@ def main():
     parser.add_argument("--sqlite-calls", type=int, default=1_000_000, help="calls on SQLite")
     parser.add_argument("--reseed", action="store_true")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--page-budget", type=float, default=20.0)
+    parser.add_argument("--page-budget", type=float, default=6.0,
+                        help="stop timing a page once its runs took this many seconds in all (at least one run)")
     parser.add_argument("--statement-timeout", type=float, default=60.0)
+    parser.add_argument("--explain", action="store_true",
+                        help="print the plans (EXPLAIN ANALYZE) of the slowest queries of each page over its target")
     parser.add_argument("--no-prune", action="store_true")
     parser.add_argument("--no-load", action="store_true", help="prune without the load test beside it")
     parser.add_argument("--load-calls", type=int, default=20_000)
@@ -325,7 +328,29 @@ def time_pages(connection, args):
         rows.append((label, url, median, len(times), queries, status))
         say("  %-36s %10s ms  %2d runs  %3s queries  %s" % (
             label, "%.1f" % median if median is not None else "-", len(times), queries, status))
+        slow = median is None or median > (300 if connection.vendor == "postgresql" else 1000)
+        if args.explain and slow and status == 200:
+            explain_slowest(connection, ctx.captured_queries)
     return rows
+
+
+def explain_slowest(connection, captured, top=2):
+    """Print the plan, with its times, of the page's slowest queries (EXPLAIN ANALYZE / EXPLAIN QUERY PLAN)."""
+    slowest = sorted(captured, key=lambda q: -float(q["time"]))[:top]
+    for query in slowest:
+        sql = query["sql"]
+        if not sql.lstrip().upper().startswith("SELECT"):
+            continue
+        say("      %s s: %s" % (query["time"], sql[:240]))
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+                plan = [r[0] for r in cursor.fetchall()]
+            else:
+                cursor.execute("EXPLAIN QUERY PLAN " + sql)
+                plan = [r[-1] for r in cursor.fetchall()]
+        for line in plan[:14]:
+            say("        " + line)
 
 
 def print_table(title, rows, pg):

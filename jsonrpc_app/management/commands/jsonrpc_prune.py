@@ -147,38 +147,52 @@ class Command(BaseCommand):
         """
         PostgreSQL: the envelopes in ranges of the (created_at, id) index,
         ``chunk_size`` envelopes a range, oldest first, each range with its
-        calls and the unlinking of its replays in one transaction of three
-        statements on arrays of ids (one parameter each, however many ids).
+        calls and the unlinking of its replays in one transaction: a DELETE
+        of the calls and one of the envelopes, each on one array of ids (one
+        parameter however many ids), and an UPDATE of the few replays found
+        in the id range (through the partial replay_of index).
 
-        Each range starts after the last one (keyset, not OFFSET nor "the
-        oldest left"): PostgreSQL keeps a deleted row's index entries until
-        VACUUM, so "the oldest left" would read every entry deleted so far
-        again, chunk after chunk.
+        Each range starts after the last one (keyset), bounded below by the
+        last range's time so that the index scan starts there: PostgreSQL
+        keeps a deleted row's index entries until VACUUM, so "the oldest
+        left" would read every entry deleted so far again, range after range.
+        The transactions commit without waiting for the WAL to reach the disk
+        (``synchronous_commit = off``): a crash can only undo the last ranges
+        deleted, which the next prune deletes again.
         """
         connection = connections[using]
         quote = connection.ops.quote_name
         env_table, call_table = quote(Envelope._meta.db_table), quote(Call._meta.db_table)
+        pk, replay_of = quote(Envelope._meta.pk.column), quote(Envelope.replay_of.field.column)
         delete_calls = "DELETE FROM %s WHERE %s = ANY(%%s)" % (call_table, quote(Call.envelope.field.column))
-        unlink = (
-            "UPDATE {t} SET {r} = NULL WHERE {r} IS NOT NULL AND {r} = ANY(%s) AND NOT ({pk} = ANY(%s))"
-            .format(t=env_table, r=quote(Envelope.replay_of.field.column), pk=quote(Envelope._meta.pk.column))
-        )
-        delete_envelopes = "DELETE FROM %s WHERE %s = ANY(%%s)" % (env_table, quote(Envelope._meta.pk.column))
+        find_replays = "SELECT {pk}, {r} FROM {t} WHERE {r} IS NOT NULL AND {r} BETWEEN %s AND %s".format(
+            pk=pk, r=replay_of, t=env_table)
+        unlink = "UPDATE %s SET %s = NULL WHERE %s = ANY(%%s)" % (env_table, replay_of, pk)
+        delete_envelopes = "DELETE FROM %s WHERE %s = ANY(%%s)" % (env_table, pk)
         deleted_envelopes = deleted_calls = chunks = 0
         after = None
         while True:
             page = envelopes
             if after is not None:
-                page = page.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1]))
+                page = page.filter(
+                    Q(created_at__gte=after[0]),  # the index scan's start
+                    Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1]),
+                )
             rows = list(page.order_by("created_at", "pk").values_list("created_at", "pk")[:chunk_size])
             if not rows:
                 break
             after = rows[-1]
-            ids = [pk for _, pk in rows]
+            ids = [row[1] for row in rows]
+            doomed = set(ids)
             with transaction.atomic(using=using), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
                 cursor.execute(delete_calls, [ids])
                 deleted_calls += cursor.rowcount
-                cursor.execute(unlink, [ids, ids])
+                # Replays of what goes keep their rows and lose the link (SET_NULL).
+                cursor.execute(find_replays, [min(ids), max(ids)])
+                replays = [r for r, original in cursor.fetchall() if original in doomed and r not in doomed]
+                if replays:
+                    cursor.execute(unlink, [replays])
                 cursor.execute(delete_envelopes, [ids])
                 deleted_envelopes += cursor.rowcount
             chunks += 1
