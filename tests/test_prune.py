@@ -105,7 +105,9 @@ def test_postgresql_deletes_ranges_of_envelopes_with_their_calls_in_one_transact
     call_deletes = _statements(queries, "DELETE", "jsonrpc_app_call")
     # 7 envelopes, 2 a range: 4 ranges, each one DELETE of calls and one of envelopes.
     assert len(envelope_deletes) == len(call_deletes) == 4
-    assert "= ANY(" in envelope_deletes[0]["sql"] and "= ANY(" in call_deletes[0]["sql"]
+    # The fixture's ids run against time (the oldest has the highest id), but each
+    # range of 2 holds only doomed ids: deleted as id ranges.
+    assert all(" BETWEEN " in x["sql"] for x in envelope_deletes + call_deletes)
     sql = [x["sql"] for x in queries.captured_queries]
     # Each range: its calls, the replays found in its id range, then its envelopes, in a
     # transaction that does not wait for the WAL to reach the disk.
@@ -134,6 +136,24 @@ def test_postgresql_ranges_start_after_the_last_one_not_at_the_oldest_left(log):
     assert "%s >" % q("created_at") not in selects[0].replace(q("jsonrpc_app_envelope") + ".", "")
     for sql in selects[1:]:
         assert "%s >" % q("created_at") in sql.replace(q("jsonrpc_app_envelope") + ".", ""), sql
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the range delete is PostgreSQL's")
+def test_postgresql_deletes_by_ids_where_a_range_of_ids_holds_an_envelope_to_keep():
+    now = timezone.now()
+    # Ids alternate old, new, old, new...: the range of two old ids holds a new one.
+    Envelope.objects.bulk_create([
+        Envelope(created_at=now - datetime.timedelta(days=40 if i % 2 == 0 else 1), call_count=1) for i in range(8)
+    ])
+    Call.objects.bulk_create([Call(envelope=e, method="m", created_at=e.created_at) for e in Envelope.objects.all()])
+    new = sorted(Envelope.objects.filter(created_at__gte=now - datetime.timedelta(days=2)).values_list("pk", flat=True))
+    with CaptureQueriesContext(connection) as queries:
+        out = prune("--older-than", "30d", "--chunk-size", "2")
+    assert sorted(Envelope.objects.values_list("pk", flat=True)) == new
+    assert sorted(Call.objects.values_list("envelope_id", flat=True)) == new
+    deletes = _statements(queries, "DELETE", "jsonrpc_app_envelope")
+    assert deletes and all("= ANY(" in x["sql"] for x in deletes)
+    assert "Deleted 4 envelopes and 4 calls" in out
 
 
 def test_envelopes_received_at_the_same_instant_are_all_deleted_across_chunk_boundaries():
@@ -185,3 +205,22 @@ def test_ages_in_every_unit():
     assert parse_age("12h") == datetime.timedelta(hours=12)
     assert parse_age("30D") == datetime.timedelta(days=30)
     assert parse_age("2w") == datetime.timedelta(weeks=2)
+
+
+@pytest.mark.parametrize("model, column", [(Call, "envelope_id"), (Envelope, "replay_of_id")])
+def test_the_log_foreign_keys_have_no_database_constraint_to_check_on_each_deleted_row(model, column):
+    # Migration 0008: the constraints' triggers checked every deleted envelope
+    # (about 10 s instead of 3 s for a month of a 10M-call log on PostgreSQL).
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+    assert [name for name, c in constraints.items() if c["foreign_key"] and c["columns"] == [column]] == []
+    assert model._meta.get_field(column[:-3]).remote_field.on_delete.__name__ in ("CASCADE", "SET_NULL")
+
+
+def test_deleting_an_envelope_through_the_orm_still_deletes_its_calls_and_unlinks_its_replays(log):
+    original = log[0]
+    replay = Envelope.objects.create(replay_of=original, source="replay")
+    original.delete()
+    assert not Call.objects.filter(envelope_id=original.pk).exists()
+    replay.refresh_from_db()
+    assert replay.replay_of_id is None

@@ -4,6 +4,11 @@
 Deletes envelopes (and their calls) received before a cut-off and/or all but
 the newest N envelopes, in chunks of its own transaction each, so that a log
 of millions of rows is pruned without one giant transaction or lock.
+
+On PostgreSQL it deletes ranges of envelopes with their calls, a
+transaction each (``_delete_by_ranges``): ~293,000 envelopes and ~411,000
+calls, 30 days out of a 2-year log of 10,000,000 calls, in about 3 s (README,
+"The log at scale"); elsewhere chunks of ids through the ORM.
 """
 
 import datetime
@@ -57,9 +62,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--chunk-size",
             type=int,
-            default=1000,
+            default=None,
             metavar="ROWS",
-            help="Rows deleted per transaction (default 1000).",
+            help="Rows deleted per transaction (default 1000; on PostgreSQL, envelopes "
+            "deleted with their calls per transaction, default 5000).",
         )
         parser.add_argument(
             "--database",
@@ -67,15 +73,18 @@ class Command(BaseCommand):
             "JSONRPC['LOG_DATABASE']).",
         )
 
-    def handle(self, *args, older_than=None, keep=None, dry_run=False, chunk_size=1000,
+    def handle(self, *args, older_than=None, keep=None, dry_run=False, chunk_size=None,
                database=None, verbosity=1, **options):
         if older_than is None and keep is None:
             raise CommandError("Say what to delete: --older-than AGE, --keep N, or both.")
         if keep is not None and keep < 0:
             raise CommandError("--keep must be 0 or more.")
-        if chunk_size < 1:
+        if chunk_size is not None and chunk_size < 1:
             raise CommandError("--chunk-size must be 1 or more.")
         using = database or router.db_for_write(Envelope)
+        by_ranges = connections[using].vendor == "postgresql"
+        if chunk_size is None:
+            chunk_size = 5000 if by_ranges else 1000
         condition = Q()
         what = []
         if older_than is not None:
@@ -101,7 +110,7 @@ class Command(BaseCommand):
             )
             return
 
-        if connections[using].vendor == "postgresql":
+        if by_ranges:
             deleted_envelopes, deleted_calls, chunks = self._delete_by_ranges(using, envelopes, chunk_size, verbosity)
         else:
             deleted_envelopes, deleted_calls, chunks = self._delete_by_chunks(using, envelopes, chunk_size, verbosity)
@@ -169,6 +178,13 @@ class Command(BaseCommand):
             pk=pk, r=replay_of, t=env_table)
         unlink = "UPDATE %s SET %s = NULL WHERE %s = ANY(%%s)" % (env_table, replay_of, pk)
         delete_envelopes = "DELETE FROM %s WHERE %s = ANY(%%s)" % (env_table, pk)
+        # A range whose ids are all doomed (the usual case: ids follow time) is
+        # deleted as a range, one scan along each index instead of a probe per id.
+        count_range = "SELECT count(*) FROM %s WHERE %s BETWEEN %%s AND %%s" % (env_table, pk)
+        delete_call_range = "DELETE FROM %s WHERE %s BETWEEN %%s AND %%s" % (
+            call_table, quote(Call.envelope.field.column))
+        delete_envelope_range = "DELETE FROM %s WHERE %s BETWEEN %%s AND %%s AND %s <= %%s" % (
+            env_table, pk, quote(Envelope._meta.get_field("created_at").column))
         deleted_envelopes = deleted_calls = chunks = 0
         after = None
         while True:
@@ -178,22 +194,31 @@ class Command(BaseCommand):
                     Q(created_at__gte=after[0]),  # the index scan's start
                     Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1]),
                 )
-            rows = list(page.order_by("created_at", "pk").values_list("created_at", "pk")[:chunk_size])
-            if not rows:
+            # The ids only: a timestamptz costs Django's psycopg loader ~10 µs to parse.
+            ids = list(page.order_by("created_at", "pk").values_list("pk", flat=True)[:chunk_size])
+            if not ids:
                 break
-            after = rows[-1]
-            ids = [row[1] for row in rows]
+            after = (Envelope.objects.using(using).values_list("created_at", flat=True).get(pk=ids[-1]), ids[-1])
             doomed = set(ids)
+            low, high = min(ids), max(ids)
             with transaction.atomic(using=using), connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit = off")
-                cursor.execute(delete_calls, [ids])
+                cursor.execute(count_range, [low, high])
+                whole_range = cursor.fetchone()[0] == len(ids)
+                if whole_range:
+                    cursor.execute(delete_call_range, [low, high])
+                else:
+                    cursor.execute(delete_calls, [ids])
                 deleted_calls += cursor.rowcount
                 # Replays of what goes keep their rows and lose the link (SET_NULL).
-                cursor.execute(find_replays, [min(ids), max(ids)])
+                cursor.execute(find_replays, [low, high])
                 replays = [r for r, original in cursor.fetchall() if original in doomed and r not in doomed]
                 if replays:
                     cursor.execute(unlink, [replays])
-                cursor.execute(delete_envelopes, [ids])
+                if whole_range:
+                    cursor.execute(delete_envelope_range, [low, high, after[0]])
+                else:
+                    cursor.execute(delete_envelopes, [ids])
                 deleted_envelopes += cursor.rowcount
             chunks += 1
             self._progress(verbosity, deleted_envelopes, deleted_calls)
