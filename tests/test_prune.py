@@ -224,3 +224,34 @@ def test_deleting_an_envelope_through_the_orm_still_deletes_its_calls_and_unlink
     assert not Call.objects.filter(envelope_id=original.pk).exists()
     replay.refresh_from_db()
     assert replay.replay_of_id is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0008_keeps_an_existing_log_and_drops_only_the_constraints():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("jsonrpc_app", "0007_rename_rpcmethod_methodentry")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        OldEnvelope, OldCall = old.get_model("jsonrpc_app", "Envelope"), old.get_model("jsonrpc_app", "Call")
+        original = OldEnvelope.objects.create(call_count=1, methods="m")
+        OldEnvelope.objects.create(replay_of=original, source="replay")
+        OldCall.objects.create(envelope=original, method="m")
+        with connection.cursor() as cursor:
+            fks = [c for c in connection.introspection.get_constraints(cursor, "jsonrpc_app_call").values()
+                   if c["foreign_key"]]
+        assert fks  # there was one to drop
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes("jsonrpc_app"))
+        assert Envelope.objects.count() == 2 and Call.objects.get().envelope_id == original.pk
+        assert Envelope.objects.get(source="replay").replay_of_id == original.pk
+        with connection.cursor() as cursor:
+            for table in ("jsonrpc_app_call", "jsonrpc_app_envelope"):
+                assert not [c for c in connection.introspection.get_constraints(cursor, table).values()
+                            if c["foreign_key"]]
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        Call.objects.all().delete()
+        Envelope.objects.all().delete()
