@@ -126,6 +126,9 @@ class Envelope(models.Model):
         verbose_name=_("replay of"),
         # Indexed only where set (see Meta.indexes): most envelopes are no replay.
         db_index=False,
+        # No database constraint (migration 0008): its per-row trigger was most of
+        # a prune's time on PostgreSQL; the ORM still unlinks replays (SET_NULL).
+        db_constraint=False,
     )
     # Set when the body as a whole was answered by one error (parse error,
     # empty batch, body too large, authentication failed...).
@@ -174,8 +177,11 @@ class Envelope(models.Model):
 class Call(models.Model):
     """One element of an envelope: a call, a notification or an invalid request."""
 
+    # No database constraint (migration 0008): an envelope and its calls are
+    # written in one transaction and deleted together (CASCADE by the ORM, or
+    # jsonrpc_prune's ranges); the constraint's trigger only slowed the prune.
     envelope = models.ForeignKey(
-        Envelope, models.CASCADE, related_name="calls", verbose_name=_("envelope")
+        Envelope, models.CASCADE, related_name="calls", verbose_name=_("envelope"), db_constraint=False
     )
     position = models.PositiveIntegerField(_("position"), default=0)
     created_at = models.DateTimeField(_("received at"), default=timezone.now, editable=False)

@@ -26,6 +26,7 @@ import time
 
 import orjson
 from django.db import IntegrityError, InterfaceError, OperationalError, connections, transaction
+from django.db.models import SET_NULL
 
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope
@@ -62,13 +63,18 @@ class LoadResult:
 
 
 def fix_references(rows_list, using):
-    """Null foreign keys (with a database constraint) whose rows are gone (a deleted replayed envelope)."""
+    """
+    Null the SET_NULL foreign keys whose rows are gone (a replayed envelope
+    pruned since): what the ORM would have done had the row been written
+    before the delete, with or without a database constraint. (The user
+    keys are DO_NOTHING: a deleted user's id stays, as in rows written before.)
+    """
     for model, objects in (
         (Envelope, [r.envelope for r in rows_list]),
         (Call, [c for r in rows_list for c in r.calls]),
     ):
         for f in model._meta.concrete_fields:
-            if not f.is_relation or not f.db_constraint or f.attname == "envelope_id":
+            if not f.is_relation or f.remote_field.on_delete is not SET_NULL:
                 continue
             wanted = {o.__dict__.get(f.attname) for o in objects} - {None}
             if not wanted:
