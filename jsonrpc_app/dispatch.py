@@ -176,47 +176,9 @@ def _has_async_calls(parsed, registry):
     return sum(1 for item in items if item.method in names) > 1
 
 
-def _run_in_order(items, records, context):
-    """
-    Run ``items`` one after another with the sync executor; return the
-    responses to send, in order (notifications have none). ``records``, one
-    CallRecord per item or None when the log is off, are filled in.
-    """
-    call = observe.wrap(run)  # run itself unless observers are configured (jsonrpc_app.observe)
-    Request = protocol.Request
-    responses = []
-    append = responses.append
-    if records is None:
-        # The loop without a call log: nothing to time or record per call.
-        for item in items:
-            if type(item) is Request:
-                response = call(item, context)
-            else:
-                response = item.response()
-                if call is not run:
-                    call.invalid(item, context)
-            if response is not None:
-                append(response)
-        return responses
-    for item, record in zip(items, records):
-        if type(item) is Request:
-            start = _perf()
-            response = call(item, context, record)
-            record.duration = _perf() - start
-        else:
-            response = item.response()
-            if call is not run:
-                call.invalid(item, context)
-            record.error = item.error
-            record.params = item.value
-        if response is not None:
-            append(response)
-    return responses
-
-
 def _run_in_places(items, records, context, stop):
     """
-    ``_run_in_order()`` for the async executor: return one response per item
+    ``execute()``'s loop for the async executor: return one response per item
     (None where there is none); once ``stop`` (a threading.Event) is set, the
     items not started yet are left unrun and recorded as -32007 Call cancelled.
     """
@@ -267,11 +229,45 @@ def execute(parsed, context):
         context.registry = default_registry
     if parsed.error is not None:
         return parsed.error_response(), ([] if context.log else None)
-    if _has_async_calls(parsed, context.registry):
+    if parsed.is_batch and context.registry.async_names and _has_async_calls(parsed, context.registry):
         return async_to_sync(aexecute)(parsed, context)
-    items = parsed.items
-    records = [CallRecord(item) for item in items] if context.log else None
-    return _finish(parsed, _run_in_order(items, records, context), records)
+    responses = []
+    Request = protocol.Request
+    # run itself unless observers are configured (jsonrpc_app.observe).
+    call = observe.wrap(run)
+    if not context.log:
+        # The loop without a call log: nothing to time or record per call.
+        append = responses.append
+        for item in parsed.items:
+            if type(item) is Request:
+                response = call(item, context)
+            else:
+                response = item.response()
+                if call is not run:
+                    call.invalid(item, context)
+            if response is not None:
+                append(response)
+        records = None
+    else:
+        records = []
+        for item in parsed.items:
+            record = CallRecord(item)
+            if type(item) is Request:
+                start = _perf()
+                response = call(item, context, record)
+                record.duration = _perf() - start
+            else:
+                response = item.response()
+                if call is not run:
+                    call.invalid(item, context)
+                record.error = item.error
+                record.params = item.value
+            records.append(record)
+            if response is not None:
+                responses.append(response)
+    if parsed.is_batch:
+        return (responses or None), records
+    return (responses[0] if responses else None), records
 
 
 def _placed(items, methods, thread_sensitive):
