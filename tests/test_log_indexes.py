@@ -21,7 +21,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jsonrpc_app.admin.usage import usage_stats
-from jsonrpc_app.models import Call, Envelope
+from jsonrpc_app.log import rollup
+from jsonrpc_app.models import Call, Envelope, UsageRollup
 
 pytestmark = pytest.mark.django_db
 
@@ -151,6 +152,7 @@ def log(django_user_model):
             source=env.source,
         ))
     Call.objects.bulk_create(calls)
+    rollup.rebuild()  # the usage of rows written outside the log
     with connection.cursor() as cursor:
         # Not on MySQL/MariaDB, whose ANALYZE TABLE commits the test's
         # transaction; the plans are not looked at there (see _plan).
@@ -340,22 +342,44 @@ def test_an_envelope_page_reads_its_calls_and_replays_through_indexes(log, admin
     assert any(reads_through(p, "jsonrpc_env_replay_of") for p in plans), plans
 
 
-def test_the_method_page_reads_the_method_calls_through_the_method_index(log, admin_client):
+ROLLUP_TABLE = UsageRollup._meta.db_table
+
+
+def reads_rollups_through_an_index(plan):
+    """The rollups' unique key (SQLite names it sqlite_autoindex_...) or their method index."""
+    return any(
+        reads_through(plan, name)
+        for name in ("jsonrpc_usage_key", "jsonrpc_usage_method", "sqlite_autoindex_%s_1" % ROLLUP_TABLE)
+    )
+
+
+def test_a_usage_rollup_row_maintains_one_index_beside_its_unique_key():
+    assert _indexes(UsageRollup) == [(("method", "width", "start"), False)]
+
+
+def test_the_method_page_reads_calls_through_the_method_index_and_usage_from_the_rollups(log, admin_client):
     with CaptureQueriesContext(connection) as captured:
         response = admin_client.get(reverse("admin:jsonrpc_app_methodentry_detail", args=["subtract"]))
     assert response.status_code == 200
-    plans = [_plan(sql) for sql in _log_queries(captured)]
-    assert plans
-    assert [p for p in plans if table_scans(p)] == []
-    assert all(reads_through(p, "jsonrpc_call_method") for p in plans), plans
+    queries = _log_queries(captured)
+    call_plans = [_plan(sql) for sql in queries if ROLLUP_TABLE not in sql]
+    rollup_plans = [_plan(sql) for sql in queries if ROLLUP_TABLE in sql]
+    assert call_plans and rollup_plans
+    assert [p for p in call_plans + rollup_plans if table_scans(p)] == []
+    assert all(reads_through(p, "jsonrpc_call_method") for p in call_plans), call_plans
+    assert all(reads_rollups_through_an_index(p) for p in rollup_plans), rollup_plans
 
 
-def test_a_method_usage_reads_through_the_method_index(log):
+@pytest.mark.parametrize("method", ["method.3", None], ids=["one method", "every method"])
+def test_usage_reads_the_rollups_through_their_index_and_never_call(method, log):
     with CaptureQueriesContext(connection) as captured:
-        stats = usage_stats("method.3")
+        stats = usage_stats(method)
     assert stats["method.3"]["count"] == 120
-    plans = [_plan(sql) for sql in _log_queries(captured)]
-    assert plans and all(reads_through(p, "jsonrpc_call_method") for p in plans), plans
+    assert sum(s["count"] for s in stats.values()) == (120 if method else 3000)
+    queries = _log_queries(captured)
+    assert queries and all(ROLLUP_TABLE in sql and CALL_TABLE not in sql for sql in queries), queries
+    plans = [_plan(sql) for sql in queries]
+    assert all(reads_rollups_through_an_index(p) for p in plans), plans
     assert [p for p in plans if table_scans(p)] == []
 
 

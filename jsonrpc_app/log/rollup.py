@@ -1,0 +1,249 @@
+"""
+Usage rollups: the per-method, per-time-bucket aggregates of the call log
+(jsonrpc_app.models.UsageRollup), kept in step with Call by every path that
+writes calls, in the transaction (or the one statement) that writes them.
+
+- ``aggregate(calls)`` folds Call instances into one row of sums per key
+  (width, start, method, source, is_error, error_code): a call counts in its
+  minute, its hour and the all-time row of its method;
+- ``upsert_sql(conn, n)`` is the one statement that adds ``n`` such rows to
+  the table: ``INSERT ... ON CONFLICT DO UPDATE`` on PostgreSQL and SQLite,
+  ``INSERT ... ON DUPLICATE KEY UPDATE`` on MySQL/MariaDB;
+- ``record(conn, calls)`` does both for the calls just written (one statement
+  per chunk of the database's parameter limit, however many calls);
+- ``rebuild(using)`` recomputes the table from Call, chunk by chunk;
+- ``trim(using)`` deletes minute rows older than USAGE_MINUTE_DAYS.
+
+Every Call row counts, whatever its source (HTTP, admin try-it, replay, CLI)
+and whether it is a notification or an invalid request (method ""): the
+rollups equal a recomputation from Call, and the source is part of the key,
+so the pages may show HTTP traffic alone. The keys are written in sorted
+order, so that two transactions adding to the same rows take their locks in
+the same order and never deadlock.
+"""
+
+import bisect
+import datetime
+
+from django.db import connections, transaction
+
+from ..conf import jsonrpc_settings
+from ..models import HISTOGRAM_BOUNDS_MS, HISTOGRAM_FIELDS, Call, Outcome, UsageRollup, Width
+
+KEY = ("width", "start", "method", "source", "is_error", "error_code")
+SUMS = ("calls", "notifications", "duration_sum") + HISTOGRAM_FIELDS
+COLUMNS = KEY + SUMS + ("duration_min", "duration_max")
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_UTC = datetime.timezone.utc
+_BOUNDS = HISTOGRAM_BOUNDS_MS
+
+
+def enabled():
+    return bool(jsonrpc_settings.USAGE_ROLLUPS)
+
+
+def bucket_index(duration_ms):
+    """The histogram bucket of a duration: the first whose upper bound is >= it."""
+    return bisect.bisect_left(_BOUNDS, duration_ms)
+
+
+def _utc(value):
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=_UTC)
+    return value.astimezone(_UTC)
+
+
+def aggregate(calls, into=None):
+    """
+    Fold ``calls`` (Call instances, or dicts of their values) into ``into``
+    ({key tuple: list of the values of COLUMNS after the key}); return it.
+    """
+    rows = {} if into is None else into
+    n_sums = len(SUMS)
+    minutes = {}  # created_at -> (minute, hour): a batch's calls share one time
+    for c in calls:
+        values = c if type(c) is dict else c.__dict__
+        at = values["created_at"]
+        starts = minutes.get(at)
+        if starts is None:
+            t = _utc(at)
+            minute = t.replace(second=0, microsecond=0)
+            starts = minutes[at] = (minute, minute.replace(minute=0))
+        ms = values["duration_ms"] or 0.0
+        error = values["outcome"] == Outcome.ERROR
+        code = (values["error_code"] or 0) if error else 0
+        method = values["method"] or ""
+        source = values["source"]
+        note = 1 if values["is_notification"] else 0
+        h = 3 + bisect.bisect_left(_BOUNDS, ms)  # calls, notifications, duration_sum, h00...
+        for width, start in ((Width.MINUTE, starts[0]), (Width.HOUR, starts[1]), (Width.TOTAL, EPOCH)):
+            key = (int(width), start, method, source, error, code)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = [0] * n_sums + [ms, ms]
+                row[2] = 0.0
+            row[0] += 1
+            row[1] += note
+            row[2] += ms
+            row[h] += 1
+            if ms < row[n_sums]:
+                row[n_sums] = ms
+            if ms > row[n_sums + 1]:
+                row[n_sums + 1] = ms
+    return rows
+
+
+_sql_cache = {}
+
+
+def upsert_sql(conn, n):
+    """The statement adding ``n`` rows of COLUMNS to the table (parameters: row after row)."""
+    key = (conn.vendor, conn.alias, n)
+    sql = _sql_cache.get(key)
+    if sql is not None:
+        return sql
+    quote = conn.ops.quote_name
+    table = quote(UsageRollup._meta.db_table)
+    cols = [quote(UsageRollup._meta.get_field(c).column) for c in COLUMNS]
+    row = "(%s)" % ", ".join(["%s"] * len(COLUMNS))
+    head = "INSERT INTO %s (%s) VALUES %s" % (table, ", ".join(cols), ", ".join([row] * n))
+    sums = [quote(c) for c in SUMS]
+    low, high = quote("duration_min"), quote("duration_max")
+    if conn.vendor == "mysql":
+        sets = ["%s = %s + VALUES(%s)" % (c, c, c) for c in sums]
+        sets += ["%s = LEAST(%s, VALUES(%s))" % (low, low, low), "%s = GREATEST(%s, VALUES(%s))" % (high, high, high)]
+        sql = "%s ON DUPLICATE KEY UPDATE %s" % (head, ", ".join(sets))
+    else:
+        least, greatest = ("MIN", "MAX") if conn.vendor == "sqlite" else ("LEAST", "GREATEST")
+        sets = ["%s = %s.%s + EXCLUDED.%s" % (c, table, c, c) for c in sums]
+        sets += [
+            "%s = %s(%s.%s, EXCLUDED.%s)" % (low, least, table, low, low),
+            "%s = %s(%s.%s, EXCLUDED.%s)" % (high, greatest, table, high, high),
+        ]
+        target = ", ".join(quote(UsageRollup._meta.get_field(c).column) for c in KEY)
+        sql = "%s ON CONFLICT (%s) DO UPDATE SET %s" % (head, target, ", ".join(sets))
+    if len(_sql_cache) > 512:
+        _sql_cache.clear()
+    _sql_cache[key] = sql
+    return sql
+
+
+def upsert_params(conn, rows):
+    """The statement's parameters for ``rows`` (from aggregate()), in key order, adapted for ``conn``."""
+    adapt = conn.ops.adapt_datetimefield_value
+    starts = {}
+    params = []
+    for key in sorted(rows, key=_sort_key):
+        width, start, method, source, error, code = key
+        db_start = starts.get(start)
+        if db_start is None:
+            db_start = starts[start] = adapt(start)
+        params.extend((width, db_start, method, source, error, code))
+        params.extend(rows[key])
+    return params
+
+
+def _sort_key(key):
+    return (key[0], key[1], key[2], key[3], key[4], key[5])
+
+
+def max_rows(conn):
+    """How many rows one upsert may carry on ``conn`` (SQLite's parameter limit is the tightest)."""
+    if conn.vendor == "sqlite":
+        try:
+            import sqlite3
+
+            conn.ensure_connection()
+            limit = conn.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        except (AttributeError, TypeError):
+            limit = 999
+        return max(1, limit // len(COLUMNS))
+    return 65535 // len(COLUMNS)
+
+
+def write(conn, rows):
+    """Add ``rows`` (from aggregate()) to the table on ``conn``, inside the caller's transaction."""
+    if not rows:
+        return
+    step = max_rows(conn)
+    keys = sorted(rows, key=_sort_key)
+    with conn.cursor() as cursor:
+        for i in range(0, len(keys), step):
+            part = {k: rows[k] for k in keys[i:i + step]}
+            cursor.execute(upsert_sql(conn, len(part)), upsert_params(conn, part))
+
+
+def in_with(conn, statement, params, calls):
+    """
+    PostgreSQL: add the upsert of ``calls`` to ``statement`` ("WITH ... SELECT
+    ...", jsonrpc_app.log.sql's one-statement insert) as one more part of its
+    WITH; return the statement and its parameters.
+    """
+    if not calls or not enabled():
+        return statement, params
+    rows = aggregate(calls)
+    head, tail = statement.rsplit(" SELECT ", 1)
+    statement = "%s, usage AS (%s) SELECT %s" % (head, upsert_sql(conn, len(rows)), tail)
+    return statement, params + upsert_params(conn, rows)
+
+
+def record(conn, calls):
+    """Add ``calls`` (just written, in the caller's transaction on ``conn``) to the rollups."""
+    if calls and enabled():
+        write(conn, aggregate(calls))
+
+
+# -- from Call ---------------------------------------------------------------------
+
+_CALL_VALUES = ("id", "created_at", "method", "source", "outcome", "error_code", "duration_ms", "is_notification")
+
+
+def rebuild(using=None, chunk=20000, progress=None):
+    """
+    Recompute the rollups of ``using`` (LOG_DATABASE) from Call in one
+    transaction: delete them all, then read the calls by id in chunks of
+    ``chunk`` (never the whole table in memory), fold each chunk and add it.
+    Minute rows are written only for the last USAGE_MINUTE_DAYS days.
+    Return the number of calls read.
+    """
+    using = using or jsonrpc_settings.LOG_DATABASE
+    conn = connections[using]
+    keep_minutes = _minute_cutoff()
+    calls = Call.objects.using(using).order_by("id")
+    seen = 0
+    with transaction.atomic(using=using):
+        UsageRollup.objects.using(using).all().delete()
+        last = 0
+        while True:
+            batch = list(calls.filter(id__gt=last).values(*_CALL_VALUES)[:chunk])
+            if not batch:
+                break
+            last = batch[-1]["id"]
+            rows = aggregate(batch)
+            if keep_minutes is not None:
+                rows = {k: v for k, v in rows.items() if k[0] != Width.MINUTE or k[1] >= keep_minutes}
+            write(conn, rows)
+            seen += len(batch)
+            if progress is not None:
+                progress(seen)
+    return seen
+
+
+def _minute_cutoff(now=None):
+    days = jsonrpc_settings.USAGE_MINUTE_DAYS
+    if days is None:
+        return None
+    now = now or datetime.datetime.now(_UTC)
+    return (now - datetime.timedelta(days=days)).replace(second=0, microsecond=0)
+
+
+def trim(using=None, now=None):
+    """Delete the minute rows older than USAGE_MINUTE_DAYS days; return how many."""
+    cutoff = _minute_cutoff(now)
+    if cutoff is None:
+        return 0
+    using = using or jsonrpc_settings.LOG_DATABASE
+    deleted, _ = UsageRollup.objects.using(using).filter(width=Width.MINUTE, start__lt=cutoff).delete()
+    return deleted
