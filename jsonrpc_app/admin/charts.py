@@ -11,9 +11,9 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
-WIDTH, HEIGHT = 800, 190
+WIDTH = 800
 LEFT, RIGHT, TOP, BOTTOM = 60, 14, 12, 26
-PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+PLOT_W = WIDTH - LEFT - RIGHT
 
 
 def nice_max(value):
@@ -44,10 +44,11 @@ def number(value, unit=""):
     return text + unit
 
 
-def _frame(label, top, unit, ticks_x):
+def _frame(label, top, unit, ticks_x, height):
+    PLOT_H = height - TOP - BOTTOM
     out = [
         '<svg class="jsonrpc-chart" viewBox="0 0 %d %d" role="img" aria-label="%s" '
-        'xmlns="http://www.w3.org/2000/svg">' % (WIDTH, HEIGHT, escape(label)),
+        'xmlns="http://www.w3.org/2000/svg">' % (WIDTH, height, escape(label)),
         "<title>%s</title>" % escape(label),
     ]
     for i in range(5):
@@ -84,12 +85,13 @@ def _x_ticks(labels, n_ticks=6):
     return [(LEFT + slot * (i + 0.5), labels[i]) for i in range(0, n, every)]
 
 
-def bars(label, labels, totals, highlights, tips):
+def bars(label, labels, totals, highlights, tips, height=190):
     """Bars of ``totals`` with the part ``highlights`` (errors) drawn over each in its own colour."""
+    PLOT_H = height - TOP - BOTTOM
     top = nice_max(max(totals, default=0))
     slot = _slot(len(totals))
     gap = min(2.0, slot * 0.2)
-    out = _frame(label, top, "", _x_ticks(labels))
+    out = _frame(label, top, "", _x_ticks(labels), height)
     for i, (total, part, tip) in enumerate(zip(totals, highlights, tips)):
         if not total:
             continue
@@ -109,14 +111,15 @@ def bars(label, labels, totals, highlights, tips):
     return mark_safe("".join(out))
 
 
-def lines(label, labels, named_values, unit, tips):
+def lines(label, labels, named_values, unit, tips, height=160):
     """
     One line per (css class, values) of ``named_values``; a value of None (no
     calls there) breaks its line, and a lone value is drawn as a dot.
     """
+    PLOT_H = height - TOP - BOTTOM
     top = nice_max(max((v for _cls, values in named_values for v in values if v is not None), default=0))
     slot = _slot(len(labels))
-    out = _frame(label, top, unit, _x_ticks(labels))
+    out = _frame(label, top, unit, _x_ticks(labels), height)
     for cls, values in named_values:
         runs, run = [], []
         for i, v in enumerate(values):
@@ -141,6 +144,15 @@ def lines(label, labels, named_values, unit, tips):
                 )
     out.append("</svg>")
     return mark_safe("".join(out))
+
+
+SPANS = {60: _("minute"), 3600: _("hour"), 6 * 3600: _("6 hours")}
+
+
+def span_text(span):
+    """"minute", "hour", "6 hours" for the dashboard's points."""
+    seconds = int(span.total_seconds())
+    return SPANS.get(seconds) or "%d s" % seconds
 
 
 def point_label(start, range_name):
@@ -183,5 +195,6 @@ def usage_charts(figures):
             ],
             " ms",
             tips,
+            height=190,
         ),
     }

@@ -99,6 +99,7 @@ class UsageDashboardAdmin(admin.ModelAdmin):
             "ranges": ranges,
             "range_name": range_name,
             "range_label": RANGE_NAMES[range_name],
+            "span": charts.span_text(figures["span"]),
             "method": method,
             "methods": known,
             "source": source,
