@@ -48,6 +48,8 @@ def bucket_index(duration_ms):
 
 
 def _utc(value):
+    if value.tzinfo is _UTC:
+        return value  # timezone.now()'s
     if isinstance(value, str):
         value = datetime.datetime.fromisoformat(value)
     if value.tzinfo is None:
@@ -59,40 +61,60 @@ def aggregate(calls, into=None):
     """
     Fold ``calls`` (Call instances, or dicts of their values) into ``into``
     ({key tuple: list of the values of COLUMNS after the key}); return it.
+
+    One dict lookup per call, for its minute; the minute rows are then
+    folded into their hours and the all-time rows (a few per chunk).
     """
     rows = {} if into is None else into
-    n_sums = len(SUMS)
-    minutes = {}  # created_at -> (minute, hour): a batch's calls share one time
+    minutes = {}
+    starts = {}  # created_at -> its minute: a batch's calls share one time
+    bisect_left = bisect.bisect_left
+    bounds = _BOUNDS
+    low, high = _LOW, _HIGH
     for c in calls:
         values = c if type(c) is dict else c.__dict__
         at = values["created_at"]
-        starts = minutes.get(at)
-        if starts is None:
-            t = _utc(at)
-            minute = t.replace(second=0, microsecond=0)
-            starts = minutes[at] = (minute, minute.replace(minute=0))
+        minute = starts.get(at)
+        if minute is None:
+            minute = starts[at] = _utc(at).replace(second=0, microsecond=0)
         ms = values["duration_ms"] or 0.0
-        error = values["outcome"] == Outcome.ERROR
-        code = (values["error_code"] or 0) if error else 0
-        method = values["method"] or ""
-        source = values["source"]
-        note = 1 if values["is_notification"] else 0
-        h = 3 + bisect.bisect_left(_BOUNDS, ms)  # calls, notifications, duration_sum, h00...
-        for width, start in ((Width.MINUTE, starts[0]), (Width.HOUR, starts[1]), (Width.TOTAL, EPOCH)):
-            key = (int(width), start, method, source, error, code)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = [0] * n_sums + [ms, ms]
-                row[2] = 0.0
-            row[0] += 1
-            row[1] += note
-            row[2] += ms
-            row[h] += 1
-            if ms < row[n_sums]:
-                row[n_sums] = ms
-            if ms > row[n_sums + 1]:
-                row[n_sums + 1] = ms
+        if values["outcome"] == "error":
+            key = (minute, values["method"] or "", values["source"], True, values["error_code"] or 0)
+        else:
+            key = (minute, values["method"] or "", values["source"], False, 0)
+        row = minutes.get(key)
+        if row is None:
+            row = minutes[key] = [0, 0, 0.0] + [0] * _N_BUCKETS + [ms, ms]
+        row[0] += 1
+        if values["is_notification"]:
+            row[1] += 1
+        row[2] += ms
+        row[3 + bisect_left(bounds, ms)] += 1
+        if ms < row[low]:
+            row[low] = ms
+        if ms > row[high]:
+            row[high] = ms
+    for (minute, method, source, error, code), row in minutes.items():
+        hour = minute.replace(minute=0)
+        for key in ((_MINUTE, minute, method, source, error, code), (_HOUR, hour, method, source, error, code),
+                    (_TOTAL, EPOCH, method, source, error, code)):
+            into_row = rows.get(key)
+            if into_row is None:
+                rows[key] = list(row)
+                continue
+            for i in range(low):
+                into_row[i] += row[i]
+            if row[low] < into_row[low]:
+                into_row[low] = row[low]
+            if row[high] > into_row[high]:
+                into_row[high] = row[high]
     return rows
+
+
+_N_BUCKETS = len(HISTOGRAM_FIELDS)
+_LOW = 3 + _N_BUCKETS  # duration_min's place in a row, duration_max's next
+_HIGH = _LOW + 1
+_MINUTE, _HOUR, _TOTAL = int(Width.MINUTE), int(Width.HOUR), int(Width.TOTAL)
 
 
 _sql_cache = {}
