@@ -289,3 +289,28 @@ def test_percentiles_are_estimated_inside_the_right_histogram_bucket():
     assert percentile({"calls": 0}, 0.5) is None
     one = {"calls": 1, "duration_min": 7.0, "duration_max": 7.0, "h06": 1}
     assert percentile(one, 0.5) == percentile(one, 0.99) == 7.0
+
+
+def test_rollups_equal_a_recomputation_from_call_after_the_spool_is_replayed(client, settings, tmp_path):
+    """Envelopes spooled while the log database was down are rolled up when the spool is replayed, once."""
+    from django.db import connections
+    from django.db.utils import load_backend
+
+    from jsonrpc_app.log import store
+    from tests.test_spool import UNREACHABLE, unreachable_settings
+
+    settings_dict = unreachable_settings()
+    connections[UNREACHABLE] = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, UNREACHABLE)
+    try:
+        base = {**settings.JSONRPC, "SPOOL_DIR": str(tmp_path / "spool"), "SPOOL_FLUSH_INTERVAL": None,
+                "SPOOL_RETRY_DELAY": 0}
+        settings.JSONRPC = {**base, "LOG_DATABASE": UNREACHABLE}
+        mixed_load(client)
+        assert not Call.objects.using("default").exists()
+        settings.JSONRPC = {**base, "LOG_DATABASE": "default"}
+        assert store.flush().written == 13
+        assert store.flush().written == 0
+    finally:
+        connections[UNREACHABLE].close()
+        del connections[UNREACHABLE]
+    assert_rollups_match_call()

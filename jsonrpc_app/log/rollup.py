@@ -155,9 +155,12 @@ def upsert_sql(conn, n):
 def upsert_params(conn, rows):
     """The statement's parameters for ``rows`` (from aggregate()), in key order, adapted for ``conn``."""
     adapt = conn.ops.adapt_datetimefield_value
-    starts = {}
+    # The same few minutes and hours come back call after call: adapted once.
+    starts = _adapted.setdefault(conn.vendor, {})
+    if len(starts) > 4096:
+        starts.clear()
     params = []
-    for key in sorted(rows, key=_sort_key):
+    for key in sorted(rows):
         width, start, method, source, error, code = key
         db_start = starts.get(start)
         if db_start is None:
@@ -167,12 +170,23 @@ def upsert_params(conn, rows):
     return params
 
 
-def _sort_key(key):
-    return (key[0], key[1], key[2], key[3], key[4], key[5])
+_adapted = {}
+_max_rows = {}
 
 
 def max_rows(conn):
     """How many rows one upsert may carry on ``conn`` (SQLite's parameter limit is the tightest)."""
+    conn.ensure_connection()
+    key = id(conn.connection)
+    n = _max_rows.get(key)
+    if n is None:
+        if len(_max_rows) > 256:
+            _max_rows.clear()
+        n = _max_rows[key] = _max_rows_of(conn)
+    return n
+
+
+def _max_rows_of(conn):
     if conn.vendor == "sqlite":
         try:
             import sqlite3
@@ -190,11 +204,34 @@ def write(conn, rows):
     if not rows:
         return
     step = max_rows(conn)
-    keys = sorted(rows, key=_sort_key)
+    keys = sorted(rows)
+    parts = [{k: rows[k] for k in keys[i:i + step]} for i in range(0, len(keys), step)]
+    if conn.vendor == "sqlite":
+        # The driver's own cursor, "?" marks: Django's wrapper rewrites every
+        # "%s" of the statement with a regular expression on each call.
+        conn.ensure_connection()
+        cursor = conn.connection.cursor()
+        try:
+            for part in parts:
+                cursor.execute(_qmarks(upsert_sql(conn, len(part))), upsert_params(conn, part))
+        finally:
+            cursor.close()
+        return
     with conn.cursor() as cursor:
-        for i in range(0, len(keys), step):
-            part = {k: rows[k] for k in keys[i:i + step]}
+        for part in parts:
             cursor.execute(upsert_sql(conn, len(part)), upsert_params(conn, part))
+
+
+_qmark_cache = {}
+
+
+def _qmarks(sql):
+    out = _qmark_cache.get(sql)
+    if out is None:
+        if len(_qmark_cache) > 512:
+            _qmark_cache.clear()
+        out = _qmark_cache[sql] = sql.replace("%s", "?")
+    return out
 
 
 def in_with(conn, statement, params, calls):
