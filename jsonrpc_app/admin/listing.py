@@ -20,6 +20,7 @@ import json
 
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import EmptyResultSet
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Max, Min
@@ -66,7 +67,10 @@ def estimated_count(queryset):
             if row is not None and row[0] > 0:
                 return int(row[0])
             return None
-        sql, params = queryset.order_by().values("pk").query.sql_with_params()
+        try:
+            sql, params = queryset.order_by().values("pk").query.sql_with_params()
+        except EmptyResultSet:
+            return 0  # a filter that matches nothing (queryset.none())
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0]
     if isinstance(plan, str):
