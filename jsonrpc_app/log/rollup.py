@@ -315,7 +315,9 @@ def rebuild(using=None, chunk=20000, progress=None):
         UsageRollup.objects.using(using).all().delete()
         last = 0
         while True:
-            batch = list(calls.filter(id__gt=last).values(*_CALL_VALUES)[:chunk])
+            # Tuples (values_list) made into dicts here: the ORM's values() costs more.
+            names = _CALL_VALUES
+            batch = [dict(zip(names, row)) for row in calls.filter(id__gt=last).values_list(*names)[:chunk]]
             if not batch:
                 break
             last = batch[-1]["id"]
