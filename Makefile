@@ -54,7 +54,7 @@ scale: $(VENV)/.installed
 screenshots: $(VENV)/.installed
 	$(PY) -m pytest tests/browser
 	mkdir -p docs
-	for page in method-browser try-it replay-comparison; do \
+	for page in method-browser try-it replay-comparison usage-dashboard usage-dashboard-empty; do \
 	  cp test-artifacts/screenshots/$$page-light.png docs/admin-$$page.png; \
 	  cp test-artifacts/screenshots/$$page-dark.png docs/admin-$$page-dark.png; \
 	done

@@ -187,8 +187,10 @@ def check_journal_settings(app_configs=None, **kwargs):
                     id="jsonrpc_app.E045",
                 )
             )
-    for key in _POSITIVE:
+    for key in _POSITIVE + ("USAGE_MINUTE_DAYS",):
         value = getattr(jsonrpc_settings, key)
+        if key == "USAGE_MINUTE_DAYS" and value is None:
+            continue  # minute rows kept for ever
         if type(value) not in (int, float) or value <= 0:
             errors.append(
                 Error(

@@ -83,6 +83,14 @@ DEFAULTS = {
     "LOG_LOADER_CHUNK": 1000,
     # PostgreSQL: load with COPY (False: the multi-row INSERTs of the other databases).
     "LOG_LOADER_COPY": True,
+    # Usage rollups (jsonrpc_app.log.rollup): per-method counts, errors and
+    # duration histograms per minute, per hour and for all time, maintained in
+    # the transaction that writes the calls; the usage pages read only them.
+    # False: not maintained (the pages then show what was rolled up before).
+    "USAGE_ROLLUPS": True,
+    # Minute rows older than this many days are not rebuilt and are deleted by
+    # ``manage.py jsonrpc_rollup --trim``; None: kept for ever.
+    "USAGE_MINUTE_DAYS": 7,
     # "background": the longest an envelope waits in memory before its group is written.
     "LOG_WRITER_MAX_DELAY": 0.05,
     # "background": the most envelopes waiting in memory; past that, requests

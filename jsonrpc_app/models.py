@@ -126,7 +126,7 @@ class Envelope(models.Model):
         verbose_name=_("replay of"),
         # Indexed only where set (see Meta.indexes): most envelopes are no replay.
         db_index=False,
-        # No database constraint (migration 0008): its per-row trigger was most of
+        # No database constraint (migration 0009): its per-row trigger was most of
         # a prune's time on PostgreSQL; the ORM still unlinks replays (SET_NULL).
         db_constraint=False,
     )
@@ -177,7 +177,7 @@ class Envelope(models.Model):
 class Call(models.Model):
     """One element of an envelope: a call, a notification or an invalid request."""
 
-    # No database constraint (migration 0008): an envelope and its calls are
+    # No database constraint (migration 0009): an envelope and its calls are
     # written in one transaction and deleted together (CASCADE by the ORM, or
     # jsonrpc_prune's ranges); the constraint's trigger only slowed the prune.
     envelope = models.ForeignKey(
@@ -242,3 +242,82 @@ class MethodEntry(Envelope):
         verbose_name = _("method")
         verbose_name_plural = _("methods")
         default_permissions = ("view",)
+
+
+# The duration histogram of UsageRollup: the upper bound in milliseconds of
+# each bucket h00..h15 (a call of d ms goes in the first bucket whose bound is
+# >= d); h16 holds what is slower than the last bound. Fixed, so that rows of
+# any age add up; roughly 1-2.5-5 per decade from 0.1 ms to 10 s.
+HISTOGRAM_BOUNDS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+HISTOGRAM_FIELDS = tuple("h%02d" % i for i in range(len(HISTOGRAM_BOUNDS_MS) + 1))
+
+
+class Width(models.IntegerChoices):
+    """The span of a UsageRollup row, in seconds; 0: all time (one row per key)."""
+
+    MINUTE = 60, _("minute")
+    HOUR = 3600, _("hour")
+    TOTAL = 0, _("all time")
+
+
+class UsageRollup(models.Model):
+    """
+    The usage of one method in one time bucket, from one source, with one
+    outcome: how many calls, their durations (sum, min, max and a fixed
+    histogram for percentiles), maintained by jsonrpc_app.log.rollup in the
+    transaction that writes the calls. The usage pages read these rows, never
+    Call; they are not deleted with pruned calls.
+
+    An OK call counts under ``is_error=False, error_code=0``, an error under
+    ``is_error=True`` and its code, so that errors by code need no table of
+    their own and every write is one upsert per key.
+    """
+
+    width = models.PositiveIntegerField(_("width (seconds)"), choices=Width.choices)
+    # The bucket's first instant (UTC); 1970-01-01 for the all-time rows.
+    start = models.DateTimeField(_("start"))
+    method = models.CharField(_("method"), max_length=255, blank=True)
+    source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.HTTP)
+    is_error = models.BooleanField(_("error"), default=False)
+    error_code = models.IntegerField(_("error code"), default=0)
+    calls = models.BigIntegerField(_("calls"), default=0)
+    notifications = models.BigIntegerField(_("notifications"), default=0)
+    duration_sum = models.FloatField(_("duration sum (ms)"), default=0.0)
+    duration_min = models.FloatField(_("shortest (ms)"), default=0.0)
+    duration_max = models.FloatField(_("longest (ms)"), default=0.0)
+    h00 = models.BigIntegerField(default=0)
+    h01 = models.BigIntegerField(default=0)
+    h02 = models.BigIntegerField(default=0)
+    h03 = models.BigIntegerField(default=0)
+    h04 = models.BigIntegerField(default=0)
+    h05 = models.BigIntegerField(default=0)
+    h06 = models.BigIntegerField(default=0)
+    h07 = models.BigIntegerField(default=0)
+    h08 = models.BigIntegerField(default=0)
+    h09 = models.BigIntegerField(default=0)
+    h10 = models.BigIntegerField(default=0)
+    h11 = models.BigIntegerField(default=0)
+    h12 = models.BigIntegerField(default=0)
+    h13 = models.BigIntegerField(default=0)
+    h14 = models.BigIntegerField(default=0)
+    h15 = models.BigIntegerField(default=0)
+    h16 = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("usage")
+        verbose_name_plural = _("usage")
+        # The key of the upsert; its (width, start) prefix serves the
+        # dashboard's time ranges, and (width=0, start=epoch, method) a method's totals.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["width", "start", "method", "source", "is_error", "error_code"],
+                name="jsonrpc_usage_key",
+            )
+        ]
+        indexes = [
+            # One method over a time range (the dashboard for a method).
+            models.Index(fields=["method", "width", "start"], name="jsonrpc_usage_method"),
+        ]
+
+    def __str__(self):
+        return "%s %s %s" % (self.method, self.get_width_display(), self.start)

@@ -118,6 +118,9 @@ JSONRPC = {
     "LOG_JOURNAL_DIR": os.environ.get("JSONRPC_JOURNAL_DIR") or None,
     # "thread" (each worker loads the journal) or "command" (manage.py jsonrpc_log_loader does).
     "LOG_LOADER": os.environ.get("JSONRPC_LOG_LOADER") or "thread",
+    # Usage rollups maintained as calls are written (README, "Usage rollups");
+    # JSONRPC_USAGE_ROLLUPS=0 turns them off (the benchmarks' comparison).
+    "USAGE_ROLLUPS": os.environ.get("JSONRPC_USAGE_ROLLUPS", "1") != "0",
 }
 
 LOGGING = {

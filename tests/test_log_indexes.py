@@ -21,7 +21,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jsonrpc_app.admin.usage import usage_stats
-from jsonrpc_app.models import Call, Envelope
+from jsonrpc_app.log import rollup
+from jsonrpc_app.models import Call, Envelope, UsageRollup
 
 pytestmark = pytest.mark.django_db
 
@@ -151,6 +152,7 @@ def log(django_user_model):
             source=env.source,
         ))
     Call.objects.bulk_create(calls)
+    rollup.rebuild()  # the usage of rows written outside the log
     with connection.cursor() as cursor:
         # Not on MySQL/MariaDB, whose ANALYZE TABLE commits the test's
         # transaction; the plans are not looked at there (see _plan).
@@ -340,22 +342,44 @@ def test_an_envelope_page_reads_its_calls_and_replays_through_indexes(log, admin
     assert any(reads_through(p, "jsonrpc_env_replay_of") for p in plans), plans
 
 
-def test_the_method_page_reads_the_method_calls_through_the_method_index(log, admin_client):
+ROLLUP_TABLE = UsageRollup._meta.db_table
+
+
+def reads_rollups_through_an_index(plan):
+    """The rollups' unique key (SQLite names it sqlite_autoindex_...) or their method index."""
+    return any(
+        reads_through(plan, name)
+        for name in ("jsonrpc_usage_key", "jsonrpc_usage_method", "sqlite_autoindex_%s_1" % ROLLUP_TABLE)
+    )
+
+
+def test_a_usage_rollup_row_maintains_one_index_beside_its_unique_key():
+    assert _indexes(UsageRollup) == [(("method", "width", "start"), False)]
+
+
+def test_the_method_page_reads_calls_through_the_method_index_and_usage_from_the_rollups(log, admin_client):
     with CaptureQueriesContext(connection) as captured:
         response = admin_client.get(reverse("admin:jsonrpc_app_methodentry_detail", args=["subtract"]))
     assert response.status_code == 200
-    plans = [_plan(sql) for sql in _log_queries(captured)]
-    assert plans
-    assert [p for p in plans if table_scans(p)] == []
-    assert all(reads_through(p, "jsonrpc_call_method") for p in plans), plans
+    queries = _log_queries(captured)
+    call_plans = [_plan(sql) for sql in queries if ROLLUP_TABLE not in sql]
+    rollup_plans = [_plan(sql) for sql in queries if ROLLUP_TABLE in sql]
+    assert call_plans and rollup_plans
+    assert [p for p in call_plans + rollup_plans if table_scans(p)] == []
+    assert all(reads_through(p, "jsonrpc_call_method") for p in call_plans), call_plans
+    assert all(reads_rollups_through_an_index(p) for p in rollup_plans), rollup_plans
 
 
-def test_a_method_usage_reads_through_the_method_index(log):
+@pytest.mark.parametrize("method", ["method.3", None], ids=["one method", "every method"])
+def test_usage_reads_the_rollups_through_their_index_and_never_call(method, log):
     with CaptureQueriesContext(connection) as captured:
-        stats = usage_stats("method.3")
+        stats = usage_stats(method)
     assert stats["method.3"]["count"] == 120
-    plans = [_plan(sql) for sql in _log_queries(captured)]
-    assert plans and all(reads_through(p, "jsonrpc_call_method") for p in plans), plans
+    assert sum(s["count"] for s in stats.values()) == (120 if method else 3000)
+    queries = _log_queries(captured)
+    assert queries and all(ROLLUP_TABLE in sql and CALL_TABLE not in sql for sql in queries), queries
+    plans = [_plan(sql) for sql in queries]
+    assert all(reads_rollups_through_an_index(p) for p in plans), plans
     assert [p for p in plans if table_scans(p)] == []
 
 
@@ -375,3 +399,101 @@ def test_prune_reads_and_deletes_through_indexes(options, log):
         assert Envelope.objects.count() < len(log)
         # Replays of what goes lose their link: found through the partial replay_of index.
         assert any(reads_through(p, "jsonrpc_env_replay_of") for p in plans), plans
+
+
+# -- the changelists do not scan ---------------------------------------------------
+
+LISTS = {Call: "admin:jsonrpc_app_call_changelist", Envelope: "admin:jsonrpc_app_envelope_changelist"}
+
+
+def _scans_of_whole_tables(captured):
+    """The log queries that read a whole table: a plan with a table scan, DISTINCT over Call/Envelope, COUNT."""
+    bad = []
+    for sql in _log_queries(captured):
+        upper = sql.upper()
+        on_log = CALL_TABLE in sql or Envelope._meta.db_table in sql
+        if on_log and "DISTINCT" in upper and "RECURSIVE" not in upper:
+            bad.append(("distinct", sql))
+        plan = _plan(sql)
+        if table_scans(plan):
+            bad.append((plan, sql))
+    return bad
+
+
+@pytest.mark.parametrize("model", [Call, Envelope], ids=["calls", "envelopes"])
+def test_a_log_list_with_its_filters_and_date_hierarchy_reads_no_whole_table(model, log, admin_client):
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(reverse(LISTS[model]))
+    assert response.status_code == 200
+    assert len(captured) <= 15, [q["sql"] for q in captured]
+    assert _scans_of_whole_tables(captured) == []
+    # The filters still offer what the log holds: methods and codes from the rollups, users by a skip scan.
+    specs = {type(f).__name__: f for f in response.context["cl"].filter_specs}
+    assert ("method.3", "method.3") in specs["MethodFilter"].lookup_choices
+    assert "-32602" in [c for c, _t in specs["ErrorCodeFilter"].lookup_choices]
+    assert sorted(n for _pk, n in specs["UserFilter"].lookup_choices) == ["user0", "user1", "user2"]
+    # The date hierarchy: the days between the first and the last row (two index lookups).
+    hierarchy = response.context["cl"].calendar_hierarchy
+    assert hierarchy["show"] and hierarchy["choices"]
+
+
+def test_the_date_hierarchy_offers_the_calendar_between_the_first_and_the_last_row(log, admin_rf):
+    from jsonrpc_app.admin.listing import calendar_hierarchy
+
+    changelist = admin.site._registry[Call].get_changelist_instance(admin_rf({}))
+    first = timezone.localtime(Call.objects.order_by("created_at").first().created_at).date()
+    last = timezone.localtime(Call.objects.order_by("created_at").last().created_at).date()
+    hierarchy = calendar_hierarchy(changelist)
+    if first.year != last.year:
+        assert [c["title"] for c in hierarchy["choices"]] == [str(y) for y in range(first.year, last.year + 1)]
+    elif first.month != last.month:
+        assert len(hierarchy["choices"]) == last.month - first.month + 1
+    else:
+        assert len(hierarchy["choices"]) == (last - first).days + 1
+
+
+
+@pytest.mark.parametrize("params", [
+    {"created_at__year": "2026", "created_at__month": "13"},
+    {"created_at__year": "x"},
+    {"created_at__year": "2026", "created_at__month": "2", "created_at__day": "30"},
+])
+def test_a_bad_date_drill_down_is_no_500(params, log, admin_client):
+    assert admin_client.get(reverse(LISTS[Call]), params).status_code in (200, 302)
+
+
+def test_only_the_time_order_is_offered_and_an_index_serves_it_both_ways(log, admin_rf):
+    for model in (Call, Envelope):
+        model_admin = admin.site._registry[model]
+        assert list(model_admin.get_sortable_by(admin_rf({}))) == ["received"]
+        columns = model_admin.get_changelist_instance(admin_rf({})).list_display
+        for sign in ("", "-"):  # received ascending, descending
+            params = {"o": sign + str(list(columns).index("received"))}
+            assert model_admin.get_changelist_instance(admin_rf(params)).get_ordering(admin_rf(params), model.objects.all())
+            plan = plan_of(changelist_page(admin_rf, model, params))
+            assert table_scans(plan) == [], plan
+            if connection.vendor == "sqlite":
+                assert "USE TEMP B-TREE" not in plan, plan
+            else:
+                assert "Sort" not in plan.replace("Incremental Sort", ""), plan
+
+
+def test_a_large_unfiltered_list_on_postgresql_shows_the_estimated_count(log, admin_client, monkeypatch):
+    from jsonrpc_app.admin import listing
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the estimate is PostgreSQL's (reltuples, EXPLAIN)")
+    monkeypatch.setattr(listing, "ESTIMATE_FROM", 100)  # the fixture's 3,000 calls count as large
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(reverse(LISTS[Call]))
+    cl = response.context["cl"]
+    assert cl.paginator.estimated and abs(cl.result_count - 3000) < 300
+    assert not [q["sql"] for q in captured if "COUNT(" in q["sql"].upper() and CALL_TABLE in q["sql"]]
+    assert "about %d" % cl.result_count in response.content.decode()
+    # Filtered: the EXPLAIN estimate, large enough here too.
+    response = admin_client.get(reverse(LISTS[Call]), {"method": "method.3"})
+    assert response.context["cl"].paginator.estimated
+    # A small list is counted exactly.
+    monkeypatch.setattr(listing, "ESTIMATE_FROM", 100_000)
+    response = admin_client.get(reverse(LISTS[Call]), {"method": "method.3"})
+    assert not response.context["cl"].paginator.estimated and response.context["cl"].result_count == 120

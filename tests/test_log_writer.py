@@ -134,12 +134,14 @@ def test_envelopes_of_many_requests_are_written_once_each_in_one_transaction(
     batch = Envelope.objects.get(is_batch=True)
     assert batch.calls.count() == 3 and batch.source == "http"
     # One thread, one transaction: one INSERT per envelope, one for all the calls
-    # (on PostgreSQL, one statement per envelope inserting it and its calls).
+    # (on PostgreSQL, one statement per envelope inserting it and its calls), and
+    # one upsert of the usage rollups of all of them.
     assert len(writer_trace.threads) == 1
     assert writer_trace.commits == 1
     if connection.vendor == "postgresql":
-        assert len(writer_trace.statements) == 21
-        assert all(s.startswith("WITH env AS (INSERT INTO") for s in writer_trace.statements)
+        assert len(writer_trace.statements) == 22
+        assert all(s.startswith("WITH env AS (INSERT INTO") for s in writer_trace.statements[:21])
+        assert "jsonrpc_app_usagerollup" in writer_trace.statements[21]
         assert _transactions_of_envelopes() == 1
     else:
         assert len(writer_trace.inserts(Envelope._meta.db_table)) == 21

@@ -209,7 +209,7 @@ def test_ages_in_every_unit():
 
 @pytest.mark.parametrize("model, column", [(Call, "envelope_id"), (Envelope, "replay_of_id")])
 def test_the_log_foreign_keys_have_no_database_constraint_to_check_on_each_deleted_row(model, column):
-    # Migration 0008: the constraints' triggers checked every deleted envelope
+    # Migration 0009: the constraints' triggers checked every deleted envelope
     # (about 10 s instead of 3 s for a month of a 10M-call log on PostgreSQL).
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
@@ -227,10 +227,10 @@ def test_deleting_an_envelope_through_the_orm_still_deletes_its_calls_and_unlink
 
 
 @pytest.mark.django_db(transaction=True)
-def test_migration_0008_keeps_an_existing_log_and_drops_only_the_constraints():
+def test_migration_0009_keeps_an_existing_log_and_drops_only_the_constraints():
     from django.db.migrations.executor import MigrationExecutor
 
-    before = [("jsonrpc_app", "0007_rename_rpcmethod_methodentry")]
+    before = [("jsonrpc_app", "0008_usage_rollups")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     try:

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from jsonrpc_app.log import spool
 from jsonrpc_app.log.rows import REDACTED, TRUNCATED_KEY
-from jsonrpc_app.models import Call, Envelope
+from jsonrpc_app.models import Call, Envelope, UsageRollup
 
 pytestmark = pytest.mark.django_db
 
@@ -178,8 +178,8 @@ def test_method_whose_own_atomic_block_rolled_back_is_still_logged(call):
 @pytest.mark.parametrize("size", [100, 1000])
 def test_a_batch_is_logged_in_a_constant_number_of_queries(call, django_assert_max_num_queries, size):
     batch = [req("subtract", [i, 1], id=i) for i in range(size)]
-    # savepoint, the envelope, the calls in one INSERT, release
-    with django_assert_max_num_queries(4):
+    # savepoint, the envelope, the calls in one INSERT, the usage rollups' upsert, release
+    with django_assert_max_num_queries(5):
         answer = call(batch)
     assert len(answer) == size
     assert Call.objects.filter(envelope=Envelope.objects.get()).count() == size
@@ -196,8 +196,10 @@ def test_on_sqlite_a_batch_is_two_insert_statements_as_sqlite_itself_runs_them(c
     finally:
         connection.connection.set_trace_callback(None)
     inserts = [sql for sql in ran if sql.lstrip().upper().startswith("INSERT")]
-    # Counted by SQLite, not by Django's cursor: one for the envelope, one for its 100 calls.
-    assert len(inserts) == 2, inserts
+    # Counted by SQLite, not by Django's cursor: one for the envelope, one for its
+    # 100 calls, one upsert of their usage rollups (jsonrpc_app.log.rollup).
+    assert len(inserts) == 3, inserts
+    assert "jsonrpc_app_usagerollup" in inserts[2] and "ON CONFLICT" in inserts[2]
     assert Call.objects.count() == 100
 
 
@@ -509,10 +511,14 @@ def test_log_database_setting_sends_the_log_to_its_own_database(client, call, js
     with log_db.schema_editor() as editor:
         editor.create_model(Envelope)
         editor.create_model(Call)
+        editor.create_model(UsageRollup)
     try:
         _log_to_own_database(client, call, log_db)
+        # The usage rollups live beside the calls they count.
+        assert UsageRollup.objects.using("log").filter(width=0, method="subtract").get().calls == 1
     finally:
         with log_db.schema_editor() as editor:
+            editor.delete_model(UsageRollup)
             editor.delete_model(Call)
             editor.delete_model(Envelope)
 

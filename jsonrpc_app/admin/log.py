@@ -5,8 +5,11 @@ both ways.
 
 Nobody adds or changes log rows here; deleting them takes the model's delete
 permission. Every list and page runs a fixed number of queries however many
-rows the log holds: users are shown from the name logged with each row, and
-filter choices come from bounded queries.
+rows the log holds, none of which reads a whole table (jsonrpc_app.admin.listing):
+no full count (an estimate on PostgreSQL for a large list), filter choices
+from the registry and the usage rollups, a date hierarchy from the first and
+last row, and only orderings an index serves. Users are shown from the name
+logged with each row.
 
 Extend by subclassing ``EnvelopeAdmin`` / ``CallAdmin`` (and re-registering
 them): ``LogAdmin`` holds what both share.
@@ -25,6 +28,14 @@ from ..log import spool
 from .lag import journal_messages
 from ..models import ENVELOPE_HAS_ERRORS, NOT_HTTP, Call, Envelope, Outcome, Source
 from .copy_test import CopyAsTestMixin
+from .listing import (
+    EstimatedCountPaginator,
+    LogChangeList,
+    distinct_users,
+    error_code_choices,
+    known_error_codes,
+    method_choices,
+)
 from .replay import EnvelopeReplayMixin
 
 # Filter sidebars list at most this many values (a client can invent method names).
@@ -51,19 +62,21 @@ def pretty_json_text(text):
 # -- filters --------------------------------------------------------------------
 
 
-class _BoundedValuesFilter(admin.SimpleListFilter):
-    """Choices are the distinct values of a Call column, at most MAX_FILTER_CHOICES."""
+class _ChoicesFilter(admin.SimpleListFilter):
+    """
+    A filter whose value applies even when its choices do not list it: the
+    choices come from the rollups (or a bounded read), which may not know a
+    value the rows hold (rows written outside the log before a rebuild).
+    """
+
+    def has_output(self):
+        return super().has_output() or self.value() is not None
+
+
+class _BoundedValuesFilter(_ChoicesFilter):
+    """Filters calls (or the envelopes holding such calls) by a Call column."""
 
     column = None
-
-    def lookups(self, request, model_admin):
-        values = (
-            Call._default_manager.exclude(**{"%s__isnull" % self.column: True})
-            .order_by(self.column)
-            .values_list(self.column, flat=True)
-            .distinct()[:MAX_FILTER_CHOICES]
-        )
-        return [(str(v), str(v) if v != "" else _("(none)")) for v in values]
 
     def call_filter(self, value):
         return {self.column: value}
@@ -78,25 +91,25 @@ class _BoundedValuesFilter(admin.SimpleListFilter):
 
 
 class MethodFilter(_BoundedValuesFilter):
+    """The registry's methods and those the usage rollups have seen (invented names too)."""
+
     title = _("method")
     parameter_name = "method"
     column = "method"
 
+    def lookups(self, request, model_admin):
+        return [(v, v if v != "" else _("(none)")) for v in method_choices(MAX_FILTER_CHOICES)]
 
-class UserFilter(admin.SimpleListFilter):
+
+class UserFilter(_ChoicesFilter):
     """The users found in the log, by the name logged with them (no join, any database)."""
 
     title = _("user")
     parameter_name = "user"
 
     def lookups(self, request, model_admin):
-        rows = (
-            model_admin.model._default_manager.filter(user_id__isnull=False)
-            .order_by("username", "user_id")
-            .values_list("user_id", "username")
-            .distinct()[:MAX_FILTER_CHOICES]
-        )
-        return [(str(pk), name or "#%s" % pk) for pk, name in rows]
+        rows = distinct_users(model_admin.model, MAX_FILTER_CHOICES, model_admin.model._default_manager.db)
+        return sorted(((str(pk), name or "#%s" % pk) for pk, name in rows), key=lambda c: (c[1].lower(), c[0]))
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -110,18 +123,17 @@ class UserFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
-class ErrorCodeFilter(admin.SimpleListFilter):
+class ErrorCodeFilter(_ChoicesFilter):
     title = _("error code")
     parameter_name = "error_code"
 
     def lookups(self, request, model_admin):
-        codes = (
-            model_admin.model._default_manager.filter(error_code__isnull=False)
-            .order_by("error_code")
-            .values_list("error_code", flat=True)
-            .distinct()[:MAX_FILTER_CHOICES]
-        )
-        return [(str(c), str(c)) for c in codes]
+        # The codes calls failed with (the usage rollups), and for envelopes
+        # also those the app rejects a whole body with.
+        codes = set(error_code_choices(MAX_FILTER_CHOICES))
+        if model_admin.model is not Call:
+            codes |= known_error_codes()
+        return [(str(c), str(c)) for c in sorted(codes)[:MAX_FILTER_CHOICES]]
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -210,6 +222,12 @@ class LogAdmin(admin.ModelAdmin):
 
     date_hierarchy = "created_at"
     list_per_page = 50
+    # Counted where small, estimated where large (PostgreSQL); no facet counts.
+    paginator = EstimatedCountPaginator
+    show_facets = admin.ShowFacets.NEVER
+    # Only the time order, which the (created_at, id) index serves (read
+    # backwards); any other column would sort the whole filtered table.
+    sortable_by = ["received"]
 
     class Media:
         css = {"all": ["jsonrpc_app/log.css"]}
@@ -221,6 +239,9 @@ class LogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def get_changelist(self, request, **kwargs):
+        return LogChangeList
 
     def changelist_view(self, request, extra_context=None):
         spool_warning(request)

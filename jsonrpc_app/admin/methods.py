@@ -1,6 +1,6 @@
 """
 The method browser: the index of every method of a registry, grouped by app,
-with usage from the log, and one page per method with its documentation,
+with usage from the rollups, and one page per method with its documentation,
 recent calls and the Try-it form (``tryit``).
 """
 
@@ -13,7 +13,7 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import conditional_escape, format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
@@ -208,6 +208,13 @@ class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
             **extra,
         }
 
+    def _usage_url(self, name):
+        """The usage dashboard for method ``name``, where this admin site has it."""
+        try:
+            return "%s?%s" % (reverse("%s:jsonrpc_usage" % self.admin_site.name), urlencode({"method": name}))
+        except NoReverseMatch:
+            return None
+
     def _app_names(self):
         names = {}
         for config in apps.get_app_configs():
@@ -336,6 +343,7 @@ class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
             errors=declared_errors(method),
             access=access_text(method),
             stats=stats,
+            usage_url=self._usage_url(method.name),
             recent_calls=recent,
             can_read_log=can_read_log,
             form=form,

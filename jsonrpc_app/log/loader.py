@@ -33,7 +33,7 @@ from ..models import Call, Envelope
 from . import journal, lines
 from .escaping import _has_exponent_float, dumps as exact_dumps
 from .process import PerProcess
-from . import sql
+from . import rollup, sql
 from .sql import insert_many
 
 logger = logging.getLogger("jsonrpc_app")
@@ -154,13 +154,16 @@ def _unsave(rows):
 
 
 def _insert(rows_list, using):
+    """Write the chunk's rows and add its calls to the usage rollups, in the caller's transaction."""
     conn = connections[using]
     if conn.vendor == "postgresql" and jsonrpc_settings.LOG_LOADER_COPY:
         _copy(conn, rows_list)
     elif conn.vendor == "sqlite" and _executemany(conn, rows_list):
         pass
     else:
-        insert_many(rows_list, using)
+        insert_many(rows_list, using)  # with the rollups (jsonrpc_app.log.sql)
+        return
+    rollup.record(conn, [c for rows in rows_list for c in rows.calls])
 
 
 # -- SQLite: executemany ---------------------------------------------------------------

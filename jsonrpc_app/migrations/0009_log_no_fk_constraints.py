@@ -25,7 +25,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jsonrpc_app", "0007_rename_rpcmethod_methodentry"),
+        ("jsonrpc_app", "0008_usage_rollups"),
     ]
 
     operations = [

@@ -1,0 +1,266 @@
+"""
+What keeps the call log's changelists from reading whole tables on a log of
+millions of rows:
+
+- ``EstimatedCountPaginator``: on PostgreSQL, the count of a large list is
+  the planner's estimate (``pg_class.reltuples`` for the unfiltered table,
+  the EXPLAIN row estimate for a filtered list) instead of a ``COUNT(*)``
+  that reads every row; small lists, and every list elsewhere, are counted;
+- ``CalendarDateHierarchy`` (via ``LogChangeList``): the date drill-down
+  offers the years, months and days between the list's first and last row
+  (two index lookups, MIN and MAX) rather than the distinct dates of every
+  row, which Django's own hierarchy reads;
+- the filters' choices (``method_choices``, ``error_code_choices``) come from
+  the registry and the usage rollups, never from ``SELECT DISTINCT`` over Call.
+"""
+
+import calendar
+import datetime
+import json
+
+from django.contrib.admin.utils import get_fields_from_path
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import EmptyResultSet
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Max, Min
+from django.utils import formats, timezone
+from django.utils.functional import cached_property
+from django.utils.text import capfirst
+
+from ..conf import jsonrpc_settings
+from ..log.rollup import EPOCH
+from ..models import UsageRollup, Width
+
+# A list whose estimated size is at least this many rows is not counted.
+ESTIMATE_FROM = 100_000
+
+
+class EstimatedCountPaginator(Paginator):
+    """A Paginator whose ``count`` of a large PostgreSQL list is an estimate (``estimated`` says so)."""
+
+    estimated = False
+
+    @cached_property
+    def count(self):
+        queryset = self.object_list
+        estimate = estimated_count(queryset)
+        if estimate is not None and estimate >= ESTIMATE_FROM:
+            self.estimated = True
+            return estimate
+        return queryset.count()
+
+
+def estimated_count(queryset):
+    """The planner's estimate of the rows of ``queryset`` on PostgreSQL; None elsewhere or when unknown."""
+    conn = connections[queryset.db]
+    if conn.vendor != "postgresql":
+        return None
+    with conn.cursor() as cursor:
+        if not queryset.query.where:
+            cursor.execute(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                [conn.ops.quote_name(queryset.model._meta.db_table)],
+            )
+            row = cursor.fetchone()
+            # -1: never vacuumed nor analyzed (PostgreSQL 14+); 0 may be an empty table.
+            if row is not None and row[0] > 0:
+                return int(row[0])
+            return None
+        try:
+            sql, params = queryset.order_by().values("pk").query.sql_with_params()
+        except EmptyResultSet:
+            return 0  # a filter that matches nothing (queryset.none())
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+class LogChangeList(ChangeList):
+    """
+    The log's ChangeList: its date hierarchy from the calendar (see
+    calendar_hierarchy()), and the time order with the id in the same
+    direction, so that the (created_at, id) index serves it either way
+    (Django appends "-pk" whatever the direction of the time).
+    """
+
+    def get_ordering(self, request, queryset):
+        ordering = list(super().get_ordering(request, queryset))
+        if ordering and ordering[-1] in ("pk", "-pk", "id", "-id"):
+            first = ordering[0] if isinstance(ordering[0], str) else None
+            if first in ("created_at", "-created_at"):
+                ordering[-1] = "-pk" if first.startswith("-") else "pk"
+        return ordering
+
+    @cached_property
+    def calendar_hierarchy(self):
+        return calendar_hierarchy(self)
+
+
+def calendar_hierarchy(cl):
+    """
+    The context of admin/date_hierarchy.html for ``cl`` (a ChangeList) as
+    Django's date_hierarchy tag builds it, the choices being every year,
+    month or day between the first and last row of the list (so some may
+    hold no row) instead of the distinct dates of all its rows.
+    """
+    field_name = cl.date_hierarchy
+    if not field_name:
+        return None
+    field = get_fields_from_path(cl.model, field_name)[-1]
+    year_field, month_field, day_field = ("%s__%s" % (field_name, p) for p in ("year", "month", "day"))
+    generic = "%s__" % field_name
+
+    def link(filters):
+        return cl.get_query_string(filters, [generic])
+
+    try:
+        year = int(cl.params[year_field]) if cl.params.get(year_field) else None
+        month = int(cl.params[month_field]) if cl.params.get(month_field) else None
+        day = int(cl.params[day_field]) if cl.params.get(day_field) else None
+    except (TypeError, ValueError):
+        return None
+    if year and month and day:
+        try:
+            picked = datetime.date(year, month, day)
+        except ValueError:
+            return None
+        return {
+            "show": True,
+            "back": {
+                "link": link({year_field: year, month_field: month}),
+                "title": capfirst(formats.date_format(picked, "YEAR_MONTH_FORMAT")),
+            },
+            "choices": [{"title": capfirst(formats.date_format(picked, "MONTH_DAY_FORMAT"))}],
+        }
+    bounds = cl.queryset.aggregate(first=Min(field_name), last=Max(field_name))
+    first, last = bounds["first"], bounds["last"]
+    if first is None or last is None:
+        return {"show": False, "choices": []}
+    if isinstance(first, datetime.datetime):
+        first, last = (timezone.localtime(v) if timezone.is_aware(v) else v for v in (first, last))
+        first, last = first.date(), last.date()
+    if not year and first.year == last.year:
+        year = first.year
+        if first.month == last.month:
+            month = first.month
+    if year and month:
+        try:
+            days_in = calendar.monthrange(year, month)[1]
+        except (ValueError, calendar.IllegalMonthError):
+            return None
+        days = [
+            datetime.date(year, month, d)
+            for d in range(1, days_in + 1)
+            if first <= datetime.date(year, month, d) <= last
+        ]
+        return {
+            "show": True,
+            "back": {"link": link({year_field: year}), "title": str(year)},
+            "choices": [
+                {
+                    "link": link({year_field: year, month_field: month, day_field: d.day}),
+                    "title": capfirst(formats.date_format(d, "MONTH_DAY_FORMAT")),
+                }
+                for d in days
+            ],
+        }
+    if year:
+        months = [
+            datetime.date(year, m, 1)
+            for m in range(1, 13)
+            if (first.year, first.month) <= (year, m) <= (last.year, last.month)
+        ]
+        return {
+            "show": True,
+            "back": {"link": link({}), "title": _all_dates()},
+            "choices": [
+                {
+                    "link": link({year_field: year, month_field: m.month}),
+                    "title": capfirst(formats.date_format(m, "YEAR_MONTH_FORMAT")),
+                }
+                for m in months
+            ],
+        }
+    return {
+        "show": True,
+        "back": None,
+        "choices": [{"link": link({year_field: y}), "title": str(y)} for y in range(first.year, last.year + 1)],
+    }
+
+
+def _all_dates():
+    from django.utils.translation import gettext
+
+    return gettext("All dates")
+
+
+# -- filter choices -------------------------------------------------------------
+
+
+def method_choices(limit):
+    """The registry's method names and those the rollups have seen, sorted, at most ``limit``."""
+    from ..registry import registry
+
+    names = {m.name for m in registry}
+    rows = UsageRollup.objects.using(jsonrpc_settings.LOG_DATABASE).filter(width=Width.TOTAL, start=EPOCH)
+    names.update(rows.order_by().values_list("method", flat=True).distinct()[: limit + 1])
+    return sorted(names)[:limit]
+
+
+def error_code_choices(limit):
+    """The error codes the rollups have seen (all time), sorted, at most ``limit``."""
+    rows = UsageRollup.objects.using(jsonrpc_settings.LOG_DATABASE).filter(
+        width=Width.TOTAL, start=EPOCH, is_error=True
+    )
+    return sorted(set(rows.order_by().values_list("error_code", flat=True)))[:limit]
+
+
+def distinct_users(model, limit, using=None):
+    """
+    [(user_id, latest username)] of the rows of ``model`` (Envelope or Call)
+    that have a user, at most ``limit``, by user id: a skip scan of the
+    partial (user, created_at) index, one index lookup per user (a recursive
+    query), where ``SELECT DISTINCT`` would read the index whole.
+    """
+    conn = connections[using or jsonrpc_settings.LOG_DATABASE]
+    if conn.vendor == "mysql":
+        # No partial index there (Django leaves them out): no index to skip along.
+        rows = (
+            model._default_manager.db_manager(conn.alias).filter(user_id__isnull=False)
+            .order_by("user_id").values_list("user_id", "username").distinct()
+        )
+        return list({pk: name for pk, name in rows[: limit * 10]}.items())[:limit]
+    quote = conn.ops.quote_name
+    table = quote(model._meta.db_table)
+    user = quote(model._meta.get_field("user").column)
+    created, name = quote("created_at"), quote("username")
+    sql = (
+        "WITH RECURSIVE u(uid, n) AS ("
+        " SELECT (SELECT MIN({user}) FROM {table} WHERE {user} IS NOT NULL), 1"
+        " UNION ALL"
+        " SELECT (SELECT MIN({user}) FROM {table} WHERE {user} IS NOT NULL AND {user} > u.uid), n + 1"
+        " FROM u WHERE u.uid IS NOT NULL AND n < %s)"
+        " SELECT uid, (SELECT {name} FROM {table} WHERE {user} = u.uid ORDER BY {created} DESC LIMIT 1)"
+        " FROM u WHERE uid IS NOT NULL"
+    ).format(user=user, table=table, name=name, created=created)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [(uid, username) for uid, username in cursor.fetchall()]
+
+
+def known_error_codes():
+    """The codes this app answers with itself: the protocol's and every JsonRpcError subclass's."""
+    from .. import exceptions, protocol
+
+    codes = {protocol.PARSE_ERROR, protocol.INVALID_REQUEST, protocol.METHOD_NOT_FOUND,
+             protocol.INVALID_PARAMS, protocol.INTERNAL_ERROR}
+    todo = [exceptions.JsonRpcError]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if isinstance(getattr(cls, "code", None), int):
+            codes.add(cls.code)
+    return codes
