@@ -9,7 +9,6 @@ and turn an exception into its error object (``exceptions.to_error``).
 """
 
 import asyncio
-import threading
 import time
 from operator import attrgetter
 
@@ -179,7 +178,7 @@ def _has_async_calls(parsed, registry):
 def _run_in_places(items, records, context, stop):
     """
     ``execute()``'s loop for the async executor: return one response per item
-    (None where there is none); once ``stop`` (a threading.Event) is set, the
+    (None where there is none); once ``stop`` (a one-item list) holds True, the
     items not started yet are left unrun and recorded as -32007 Call cancelled.
     """
     call = observe.wrap(run)
@@ -188,7 +187,7 @@ def _run_in_places(items, records, context, stop):
     append = out.append
     for i, item in enumerate(items):
         record = records[i] if records is not None else None
-        if stop.is_set():
+        if stop[0]:
             if record is not None:
                 record.error = CallCancelled().as_dict()
             append(None)
@@ -231,6 +230,11 @@ def execute(parsed, context):
         return parsed.error_response(), ([] if context.log else None)
     if parsed.is_batch and context.registry.async_names and _has_async_calls(parsed, context.registry):
         return async_to_sync(aexecute)(parsed, context)
+    return _in_order(parsed, context)
+
+
+def _in_order(parsed, context):
+    """Run the elements of ``parsed`` one after another, in place; return (response, records)."""
     responses = []
     Request = protocol.Request
     # run itself unless observers are configured (jsonrpc_app.observe).
@@ -314,17 +318,20 @@ async def aexecute(parsed, context):
     if parsed.error is not None:
         return parsed.error_response(), ([] if context.log else None)
     items = parsed.items
-    records = [CallRecord(item) for item in items] if context.log else None
     methods = context.registry._registry
     sensitive = jsonrpc_settings.SYNC_METHOD_THREAD_SENSITIVE
     on_loop, awaited, in_thread = _placed(items, methods, sensitive)
+    if not awaited and not in_thread:
+        # Nothing waits or reads the database: the sync executor's loop, on the event loop.
+        return _in_order(parsed, context)
     if in_thread and on_loop:
         # The hop to the sync thread is paid anyway: the quick ones go with the
         # others, so that the batch's order is kept among them.
         in_thread = sorted(in_thread + on_loop)
         on_loop = []
+    records = [CallRecord(item) for item in items] if context.log else None
     answers = [None] * len(items)
-    stop = threading.Event()
+    stop = [False]  # set from the event loop, read by the sync thread between calls
     if on_loop:
         # Nothing here waits or reads the database: run now, in order, without a thread.
         group_records = [records[i] for i in on_loop] if records is not None else None
@@ -362,7 +369,7 @@ async def aexecute(parsed, context):
             responses = await asyncio.shield(running)
         except asyncio.CancelledError:
             # A thread cannot be cancelled: the call it runs finishes, the others are left unrun.
-            stop.set()
+            stop[0] = True
             await running
             raise
         for i, response in zip(in_thread, responses):

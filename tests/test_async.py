@@ -296,15 +296,12 @@ def test_a_session_call_without_its_csrf_token_is_refused_by_the_async_endpoint(
 
 
 def test_a_stop_leaves_the_sync_calls_not_started_unrun_and_recorded_cancelled():
-    import threading
-
     from jsonrpc_app import protocol
     from jsonrpc_app.context import CallContext
     from jsonrpc_app.dispatch import CallRecord
 
     parsed = protocol.parse(json.dumps([req("subtract", [2, 1], id=1), req("subtract", [3, 1], id=2)]).encode())
-    stop = threading.Event()
-    stop.set()
+    stop = [True]
     records = [CallRecord(item) for item in parsed.items]
     context = CallContext(source="cli")
     from jsonrpc_app.registry import registry
