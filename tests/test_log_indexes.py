@@ -497,3 +497,20 @@ def test_a_large_unfiltered_list_on_postgresql_shows_the_estimated_count(log, ad
     monkeypatch.setattr(listing, "ESTIMATE_FROM", 100_000)
     response = admin_client.get(reverse(LISTS[Call]), {"method": "method.3"})
     assert not response.context["cl"].paginator.estimated and response.context["cl"].result_count == 120
+
+
+def test_a_page_past_the_estimated_end_is_a_page_not_an_error(log, admin_client, monkeypatch):
+    from jsonrpc_app.admin import listing
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the estimate is PostgreSQL's (reltuples, EXPLAIN)")
+    monkeypatch.setattr(listing, "ESTIMATE_FROM", 100)
+    # Filtered: the planner's estimate; the real last page and one past any end.
+    response = admin_client.get(reverse(LISTS[Call]), {"method": "method.3"})
+    cl = response.context["cl"]
+    assert cl.paginator.estimated
+    real_pages = -(-Call.objects.filter(method="method.3").count() // cl.list_per_page)
+    for page, rows in ((real_pages, True), (cl.paginator.num_pages + real_pages + 5, False)):
+        response = admin_client.get(reverse(LISTS[Call]), {"method": "method.3", "p": page})
+        assert response.status_code == 200, page  # not the redirect to ?e=1 of an invalid page
+        assert bool(list(response.context["cl"].result_list)) is rows

@@ -21,7 +21,7 @@ import json
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import EmptyResultSet
-from django.core.paginator import Paginator
+from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db import connections
 from django.db.models import Max, Min
 from django.utils import formats, timezone
@@ -49,6 +49,32 @@ class EstimatedCountPaginator(Paginator):
             self.estimated = True
             return estimate
         return queryset.count()
+
+    def validate_number(self, number):
+        """
+        Any page from 1 on while the count is an estimate: the list may hold
+        more rows than the planner thinks, and a page past the estimate's end
+        is a page of rows, or an empty one, never an error (a redirect to ?e=1).
+        """
+        if self.count and self.estimated:
+            return self._page_number(number)
+        return super().validate_number(number)
+
+    def _page_number(self, number):
+        try:
+            number = int(number)
+        except (TypeError, ValueError):
+            raise PageNotAnInteger(self.error_messages["invalid_page"]) from None
+        if number < 1:
+            raise EmptyPage(self.error_messages["min_page"])
+        return number
+
+    def page(self, number):
+        number = self.validate_number(number)
+        if not self.estimated:
+            return super().page(number)
+        bottom = (number - 1) * self.per_page
+        return self._get_page(self.object_list[bottom : bottom + self.per_page], number, self)
 
 
 def estimated_count(queryset):
