@@ -338,8 +338,6 @@ async def aexecute(parsed, context):
         responses = _run_in_places([items[i] for i in on_loop], group_records, context, stop)
         for i, response in zip(on_loop, responses):
             answers[i] = response
-        if not awaited and not in_thread:
-            return _finish(parsed, [a for a in answers if a is not None], records)
     call = observe.awrap(arun)
 
     started = [False] * len(items)
