@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from .over_http import HERE, cpu_seconds, fetch, free_port, run_wrk
+from .over_http import HERE, cpu_seconds, fetch, free_port, run_wrk, wait_ready
 from .workloads import ASGI_TARGETS, LABELS, WORKLOADS
 
 WORKLOAD_NAMES = ("single", "batch")
@@ -41,18 +41,6 @@ def start_uvicorn(port, target):
          "--lifespan", "off"],
         cwd=HERE.parent, env=env, stdout=subprocess.DEVNULL,
     )
-
-
-def wait_ready(url, body, proc, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("uvicorn exited with %s" % proc.returncode)
-        try:
-            return fetch(url, body)
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("uvicorn did not answer within %ss" % timeout)
 
 
 def stop(proc):
@@ -74,7 +62,7 @@ def load(target, duration, connections=4, threads=1):
     try:
         for i, name in enumerate(WORKLOAD_NAMES):
             _label, body, expected, _calls = WORKLOADS[name]
-            status, answer = wait_ready(url, body, proc)
+            status, answer = wait_ready(url, body, proc, server="uvicorn")
             if status != 200 or json.loads(answer) != expected:
                 raise SystemExit("%s answered %s with %s %r" % (target, name, status, answer[:200]))
             if i == 0:
@@ -106,7 +94,7 @@ def time_waits():
     try:
         for key, method in (("async", "bench.sleep_async"), ("sync_threadsafe", "bench.sleep_safe")):
             body = _batch(method, WAIT_SECONDS)
-            status, answer = wait_ready(url, body, proc)
+            status, answer = wait_ready(url, body, proc, server="uvicorn")
             answers = json.loads(answer)
             if status != 200 or sorted(a["id"] for a in answers) != list(range(WAITS)):
                 raise SystemExit("app-async answered %s with %s %r" % (method, status, answer[:200]))

@@ -55,16 +55,16 @@ def start_gunicorn(port, target, workers=2):
     )
 
 
-def wait_ready(url, body, proc, timeout=30.0):
+def wait_ready(url, body, proc, timeout=30.0, server="gunicorn"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit("gunicorn exited with %s" % proc.returncode)
+            raise SystemExit("%s exited with %s" % (server, proc.returncode))
         try:
             return fetch(url, body)
         except OSError:
             time.sleep(0.1)
-    raise SystemExit("gunicorn did not answer within %ss" % timeout)
+    raise SystemExit("%s did not answer within %ss" % (server, timeout))
 
 
 def workers(master):
