@@ -16,26 +16,17 @@ from django.utils.translation import gettext_lazy as _
 from ..conf import jsonrpc_settings
 from ..models import Call, MethodEntry, Source, UsageRollup
 from . import charts
-from .shared import admin_url
+from .shared import NothingToEditMixin, admin_url
 from .usage import RANGES, method_names, series
 
 RANGE_NAMES = {"hour": _("Last hour"), "day": _("Last day"), "30d": _("Last 30 days")}
 DEFAULT_RANGE = "day"
 
 
-class UsageDashboardAdmin(admin.ModelAdmin):
+class UsageDashboardAdmin(NothingToEditMixin, admin.ModelAdmin):
     """No rows to list or change: the changelist is the dashboard."""
 
     dashboard_template = None
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_view_permission(self, request, obj=None):
         user = request.user

@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 from .. import openrpc
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope
-from .shared import RegistryAdminMixin, admin_url, compact, has_replay_permission, pretty
+from .shared import NothingToEditMixin, RegistryAdminMixin, admin_url, compact, has_replay_permission, pretty
 from .tryit import TryItMixin
 from .usage import empty_usage, usage_stats
 
@@ -161,7 +161,7 @@ def params_skeleton(method):
 # -- the method browser ---------------------------------------------------------
 
 
-class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
+class MethodEntryAdmin(NothingToEditMixin, TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
     """
     The method browser: the index of a registry's methods and one page per method.
 
@@ -173,16 +173,6 @@ class MethodEntryAdmin(TryItMixin, RegistryAdminMixin, admin.ModelAdmin):
     endpoint_url = None
     index_template = None
     detail_template = None
-
-    # Nothing to add, change or delete: the methods are code.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_view_permission(self, request, obj=None):
         user = request.user

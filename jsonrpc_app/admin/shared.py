@@ -53,6 +53,19 @@ def has_replay_permission(request):
     return request.user.has_perm("%s.%s" % (opts.app_label, REPLAY_PERMISSION))
 
 
+class NothingToEditMixin:
+    """A ModelAdmin over rows nobody adds, changes or deletes from the admin (the methods, the rollups)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class RegistryAdminMixin:
     """
     What the method browser and envelope replay share: the registry they run
