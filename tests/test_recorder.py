@@ -14,7 +14,8 @@ from django.db import connection, connections, router
 from django.test.utils import CaptureQueriesContext
 
 from jsonrpc_app.log import spool
-from jsonrpc_app.log.rows import REDACTED, TRUNCATED_KEY
+from jsonrpc_app.log.redaction import REDACTED
+from jsonrpc_app.log.rows import TRUNCATED_KEY
 from jsonrpc_app.models import Call, Envelope, UsageRollup
 
 pytestmark = pytest.mark.django_db

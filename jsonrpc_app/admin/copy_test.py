@@ -24,7 +24,8 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext_lazy as _
 
 from ..log.escaping import unescape_json, unescape_text
-from ..log.rows import REDACTED, TRUNCATED_KEY
+from ..log.redaction import REDACTED
+from ..log.rows import TRUNCATED_KEY
 from ..models import Outcome
 
 TEMPLATE = "admin/jsonrpc_app/call/copy_as_test.html"

@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy
 from django.utils.translation import ngettext
 
 from .. import protocol
-from ..log.rows import REDACTED
+from ..log.redaction import REDACTED
 from .shared import RegistryAdminMixin, compact, pretty, pretty_body
 
 # -- comparing two answers ----------------------------------------------------

@@ -16,8 +16,9 @@ pointing down this list:
   take the rows, and replay the spool later;
 - ``spool``: the spool's files and their replay;
 - ``sql``: the INSERT statements, the one way rows get into the database;
-- ``rows``: building the rows (``build_rows()``): policy, redaction
-  (``rows.REDACTED``), truncation, values stored the way the response wrote them;
+- ``rows``: building the rows (``build_rows()``): policy, truncation, values
+  stored the way the response wrote them;
+- ``redaction``: what is never stored (``redaction.REDACTED``);
 - ``escaping``: how values a database cannot hold are stored.
 
 Nothing here raises to the caller, and the client's answer stays what it

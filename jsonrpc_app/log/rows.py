@@ -15,10 +15,7 @@ import datetime
 import functools
 import ipaddress
 import logging
-import re
 import sys
-import threading
-import weakref
 
 from django.db.models.base import ModelState
 from django.utils import timezone
@@ -28,10 +25,18 @@ from ..conf import jsonrpc_settings
 from ..encoding import json_default
 from ..models import Call, Envelope, Outcome, uuid7
 from .escaping import escape_body
+from .redaction import (
+    may_hold_keys,
+    param_spec,
+    redact,
+    redact_params,
+    redact_request_body,
+    redact_response_body,
+    sensitive_keys,
+)
 
 logger = logging.getLogger("jsonrpc_app")
 
-REDACTED = "********"
 # The key of the object that stands in for a JSON value too large to store.
 TRUNCATED_KEY = "__truncated__"
 _SCALARS = (type(None), bool, int, float)
@@ -129,20 +134,14 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
             return None
 
     limit = jsonrpc_settings.LOG_MAX_VALUE_BYTES
-    keys = _sensitive_keys()
+    keys = sensitive_keys()
     request_text = _text(request_body)
     response_text = _text(response_body)
-    request_may_hold_keys = _may_hold_keys(request_text, keys)
+    request_may_hold_keys = may_hold_keys(request_text, keys)
     # Params are parts of the body: when it is small, so is each of them.
     request_small = limit is None or len(request_text.encode("utf-8", "surrogatepass")) <= limit
 
-    user = context.user
-    if getattr(user, "is_authenticated", False):
-        user_id = user.pk
-        username = user.get_username()[:150]
-    else:
-        user_id = None
-        username = ""
+    user_id, username = caller(context)
     source = context.source
     received = timezone.now() - datetime.timedelta(seconds=duration)
 
@@ -161,9 +160,9 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
             name = r.method
             spec = specs.get(name, _UNSEEN) if type(name) is str else None
             if spec is _UNSEEN:
-                spec = specs[name] = _param_spec(context, name, keys)
+                spec = specs[name] = param_spec(context, name, keys)
             if request_may_hold_keys or r.sensitive_params or (spec is not None and spec.names):
-                params, changed = _redact_params(context, r, params, keys, request_may_hold_keys, specs)
+                params, changed = redact_params(context, r, params, keys, request_may_hold_keys, specs)
                 if changed:
                     redacted_request[r.index] = params
             if not request_small:
@@ -178,10 +177,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
             error_message = ""
             error_data = None
         else:
-            result = None
-            error_code = _int32(error.get("code"))
-            error_message = _cap_text(str(error.get("message", "")), limit)
-            error_data = _stored_json(error.get("data"), limit, keys)
+            result, error_code, error_message, error_data = error_columns(error, limit, keys)
         method = r.method
         traceback = r.traceback
         call = _new_instance(Call)
@@ -210,10 +206,47 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         calls.append(call)
 
     if redacted_request or request_may_hold_keys or opted_out:
-        request_text = _redact_request_body(request_text, records, redacted_request, keys)
-    if opted_out or _may_hold_keys(response_text, keys):
-        response_text = _redact_response_body(response_text, records, keys)
+        request_text = redact_request_body(request_text, records, redacted_request, keys)
+    if opted_out or may_hold_keys(response_text, keys):
+        response_text = redact_response_body(response_text, records, keys)
 
+    env = envelope_row(
+        context, received, request_text, response_text, http_status, duration, envelope,
+        remote_addr, user_agent, user_id, username, limit,
+        methods=_method_summary(records),
+        call_count=len(records),
+        error_count=sum(1 for r in records if r.error is not None),
+    )
+    storable = request_small and _calls_are_storable(logged, request_text, response_text, username, source)
+    return LogRows(env, calls, storable)
+
+
+def caller(context):
+    """Return (user_id, username) of the caller of ``context`` as the log stores them."""
+    user = context.user
+    if getattr(user, "is_authenticated", False):
+        return user.pk, user.get_username()[:150]
+    return None, ""
+
+
+def error_columns(error, limit, keys):
+    """Return (result, error_code, error_message, error_data) of a call answered by the error object ``error``."""
+    return (
+        None,
+        _int32(error.get("code")),
+        _cap_text(str(error.get("message", "")), limit),
+        _stored_json(error.get("data"), limit, keys),
+    )
+
+
+def envelope_row(context, received, request_text, response_text, http_status, duration, envelope,
+                 remote_addr, user_agent, user_id, username, limit, **counts):
+    """
+    Return the unsaved Envelope of one envelope; ``counts`` holds its
+    ``methods``, ``call_count`` and ``error_count`` (a journal's split line
+    leaves them to the loader: jsonrpc_app.log.split).
+    """
+    envelope_error = envelope.error if envelope is not None else None
     replay_of = context.replay_of
     env = _new_instance(Envelope)
     # Every column of Envelope, set without Model.__init__ (as for the calls).
@@ -223,7 +256,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         "uid": uuid7(),
         "created_at": received,
         "endpoint": (context.endpoint or "")[:255],
-        "source": source,
+        "source": context.source,
         "is_batch": bool(envelope is not None and envelope.is_batch),
         "request_body": _cap_text(request_text, limit),
         "response_body": _cap_text(response_text, limit),
@@ -236,12 +269,9 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         "replay_of_id": getattr(replay_of, "pk", replay_of),
         "error_code": _int32(envelope_error.get("code")) if envelope_error else None,
         "error_message": _cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
-        "methods": _method_summary(records),
-        "call_count": len(records),
-        "error_count": sum(1 for r in records if r.error is not None),
+        **counts,
     }
-    storable = request_small and _calls_are_storable(logged, request_text, response_text, username, source)
-    return LogRows(env, calls, storable)
+    return env
 
 
 def _plain(text):
@@ -279,10 +309,12 @@ _new_instance = object.__new__
 
 def _method_summary(records):
     """Return the methods called, in order, each once, within 255 characters."""
-    names = dict.fromkeys(
-        (r.method if type(r.method) is str else "(invalid)") for r in records if r.log
-    )
-    text = ", ".join(names)
+    return method_summary((r.method if type(r.method) is str else "(invalid)") for r in records if r.log)
+
+
+def method_summary(names):
+    """``_method_summary()`` of the method names of the calls logged, in order."""
+    text = ", ".join(dict.fromkeys(names))
     if len(text) > 255:
         text = text[:250].rsplit(", ", 1)[0] + ", ..."
     return text
@@ -332,227 +364,12 @@ def _stored_json(value, limit, keys):
         # be read back.
         return {"__unserializable__": _cap_text(data.decode("utf-8", "replace"), 1024)}
     if keys and (type(value) is dict or type(value) is list):
-        value, changed = _redact(value, keys)
+        value, changed = redact(value, keys)
         if changed:
             data = protocol.dumps(value)
     if limit is not None and len(data) > limit:
         return _truncated(data, limit)
     return value
-
-
-# -- redaction ---------------------------------------------------------------
-
-_keys_cache = (None, frozenset())
-
-
-def _sensitive_keys():
-    """Return SENSITIVE_KEYS lower-cased, as a frozenset (cached while the setting stands)."""
-    global _keys_cache
-    configured = jsonrpc_settings.SENSITIVE_KEYS
-    if _keys_cache[0] is not configured:
-        _keys_cache = (configured, frozenset(str(k).lower() for k in configured or ()))
-    return _keys_cache[1]
-
-
-def _may_hold_keys(text, keys):
-    """
-    Return False only if no key of ``keys`` can occur in the JSON ``text``.
-
-    A key is spelled in the text either literally (in any case) or with a
-    \\u escape, so a text with neither needs no walk.
-    """
-    if not keys or not text:
-        return False
-    if "\\u" in text:
-        return True
-    low = text.lower()
-    return any(k in low for k in keys)
-
-
-def _redact(value, keys):
-    """Return (redacted value, whether anything was redacted); copy only what changes."""
-    t = type(value)
-    if t is dict:
-        out = None
-        for k, v in value.items():
-            if type(k) is str and k.lower() in keys:
-                new = REDACTED
-            else:
-                t2 = type(v)
-                if t2 is not dict and t2 is not list:
-                    continue
-                new, changed = _redact(v, keys)
-                if not changed:
-                    continue
-            if out is None:
-                out = dict(value)
-            out[k] = new
-        return (value, False) if out is None else (out, True)
-    if t is list:
-        out = None
-        for i, v in enumerate(value):
-            t2 = type(v)
-            if t2 is not dict and t2 is not list:
-                continue
-            new, changed = _redact(v, keys)
-            if changed:
-                if out is None:
-                    out = list(value)
-                out[i] = new
-        return (value, False) if out is None else (out, True)
-    return value, False
-
-
-class _ParamSpec:
-    """Which params of one method are sensitive: by name and by position."""
-
-    __slots__ = ("names", "positions", "rest_from")
-
-    def __init__(self, method, keys):
-        names = {n.lower() for n in method.sensitive_params}
-        binder = method.binder
-        for p in binder.params:
-            if p.name.lower() in keys:
-                names.add(p.name.lower())
-        self.names = frozenset(names)
-        self.positions = frozenset(
-            i for i, p in enumerate(binder.positional) if p.name.lower() in names
-        )
-        # *args named as sensitive: every position past the named ones.
-        self.rest_from = None
-        for p in binder.params:
-            if p.kind is p.VAR_POSITIONAL and p.name.lower() in names:
-                self.rest_from = len(binder.positional)
-
-
-_spec_cache = weakref.WeakKeyDictionary()
-_spec_lock = threading.Lock()
-
-
-def _param_spec(context, name, keys):
-    registry = getattr(context, "registry", None)
-    method = registry.get(name) if registry is not None and type(name) is str else None
-    if method is None:
-        return None
-    cached = _spec_cache.get(method)
-    if cached is None or cached[0] is not keys:
-        spec = _ParamSpec(method, keys)
-        with _spec_lock:
-            _spec_cache[method] = (keys, spec)
-        return spec
-    return cached[1]
-
-
-def _redact_params(context, r, params, keys, may_hold_keys, specs=None):
-    """
-    Return (params as logged, whether anything was redacted); ``specs`` is a
-    dict that caches each method's _ParamSpec for the calls of one envelope.
-    """
-    changed = False
-    t = type(params)
-    if r.method is not None and (t is dict or t is list) and (r.sensitive_params or keys):
-        name = r.method
-        if specs is None:
-            spec = _param_spec(context, name, keys)
-        elif type(name) is str and name in specs:
-            spec = specs[name]
-        else:
-            spec = _param_spec(context, name, keys)
-            if type(name) is str:
-                specs[name] = spec
-        if spec is not None and spec.names:
-            if t is dict:
-                hit = [k for k in params if type(k) is str and k.lower() in spec.names]
-                if hit:
-                    params = dict(params)
-                    for k in hit:
-                        params[k] = REDACTED
-                    changed = True
-            elif spec.positions or spec.rest_from is not None:
-                rest = spec.rest_from
-                hit = [
-                    i for i in range(len(params))
-                    if i in spec.positions or (rest is not None and i >= rest)
-                ]
-                if hit:
-                    params = list(params)
-                    for i in hit:
-                        params[i] = REDACTED
-                    changed = True
-    if may_hold_keys:
-        params, deep = _redact(params, keys)
-        changed = changed or deep
-    return params, changed
-
-
-# Redacts string values of sensitive keys in a body that is not JSON.
-_KEY_VALUE_RE_CACHE = {}
-
-
-def _regex_redact(text, keys):
-    key = tuple(sorted(keys))
-    pattern = _KEY_VALUE_RE_CACHE.get(key)
-    if pattern is None:
-        alternatives = "|".join(re.escape(k) for k in key)
-        pattern = re.compile(
-            r'("(?:%s)"\s*:\s*)"(?:[^"\\]|\\.)*"' % alternatives, re.IGNORECASE
-        )
-        _KEY_VALUE_RE_CACHE[key] = pattern
-    return pattern.sub(lambda m: m.group(1) + '"%s"' % REDACTED, text)
-
-
-def _redact_request_body(text, records, redacted_params, keys):
-    """
-    Return the request body as it may be stored: sensitive values redacted,
-    elements of methods that are not logged left out, re-serialised when
-    anything changed.
-    """
-    try:
-        value = protocol.loads(text)
-    except (TypeError, ValueError):
-        return _regex_redact(text, keys) if keys else text
-    changed = False
-    skipped = {r.index for r in records if not r.log}
-    if type(value) is list:
-        kept = []
-        for i, element in enumerate(value):
-            if i in skipped:
-                changed = True
-                continue
-            if i in redacted_params and type(element) is dict and "params" in element:
-                element = dict(element, params=redacted_params[i])
-                changed = True
-            kept.append(element)
-        value = kept
-    elif type(value) is dict and 0 in redacted_params and "params" in value:
-        value = dict(value, params=redacted_params[0])
-        changed = True
-    value, deep = _redact(value, keys)
-    if not (changed or deep):
-        return text
-    return protocol.dumps(value, json_default).decode("utf-8", "backslashreplace")
-
-
-def _redact_response_body(text, records, keys):
-    """Return the response body without the answers of unlogged methods, redacted."""
-    if not text:
-        return text
-    try:
-        value = protocol.loads(text)
-    except (TypeError, ValueError):
-        return _regex_redact(text, keys) if keys else text
-    changed = False
-    if type(value) is list:
-        # Answers come in the order of the elements that get one.
-        answering = [r for r in records if not r.is_notification]
-        if len(answering) == len(value):
-            kept = [resp for r, resp in zip(answering, value) if r.log]
-            changed = len(kept) != len(value)
-            value = kept
-    value, deep = _redact(value, keys)
-    if not (changed or deep):
-        return text
-    return protocol.dumps(value, json_default).decode("utf-8", "backslashreplace")
 
 
 # -- truncation --------------------------------------------------------------
