@@ -41,7 +41,7 @@ _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256)
 _LONG_RUN = b"0" * 19
 
 
-def _has_long_digit_run(body):
+def has_long_digit_run(body):
     if type(body) is not bytes:
         body = bytes(body)
     return _LONG_RUN in body.translate(_DIGITS_AS_ZEROS)
@@ -121,7 +121,7 @@ def loads(body):
         except UnicodeEncodeError as exc:
             # A str holding lone surrogates cannot be sent as UTF-8; read it as is.
             return _loads_stdlib(body, exc)
-    if not _has_long_digit_run(body):
+    if not has_long_digit_run(body):
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError as exc:

@@ -105,7 +105,7 @@ def test_batch_depth_decision_matches_the_recursive_count(value, max_depth):
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=60) | st.text(alphabet="0123456789 .-e[],", max_size=60).map(str.encode))
 def test_long_digit_run_test_agrees_with_the_regular_expression(body):
-    assert protocol._has_long_digit_run(body) == bool(re.search(rb"[0-9]{19}", body))
+    assert protocol.has_long_digit_run(body) == bool(re.search(rb"[0-9]{19}", body))
 
 
 def test_integers_beyond_64_bits_in_a_batch_are_read_exactly():

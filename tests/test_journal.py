@@ -84,7 +84,32 @@ BODIES = [
     {"jsonrpc": "2.0", "method": "echo", "params": [1e300, -0.0, 12345678901234567890], "id": None},
     "{not json",
     [],
+    # Bodies a split line carries (log.split): the calls read back from the bodies.
+    [_subtract(i) for i in range(20)],
+    [
+        _subtract(1),
+        {"jsonrpc": "2.0", "method": "subtract", "params": [7, 2]},
+        {"jsonrpc": "2.0", "method": "echo", "params": {"value": {"a": [1, 2.5, "x"]}}},
+        {"jsonrpc": "2.0", "method": "testapp.boom", "id": "b"},
+        {"jsonrpc": "2.0", "method": "testapp.boom"},
+        {"jsonrpc": "2.0", "method": "testapp.app_error", "id": 3},
+        {"jsonrpc": "2.0", "method": "nope", "id": 4},
+        {"jsonrpc": "2.0", "method": "subtract", "params": {"minuend": 1}, "id": 5},
+        {"jsonrpc": "2.0", "method": "echo", "params": [{"k": {"deep": [True, False, 1.5e300]}}], "id": 6.5},
+    ],
+    {"jsonrpc": "2.0", "method": "testapp.boom", "id": 1},
+    {"jsonrpc": "2.0", "method": "echo", "params": [-0.0], "id": "only"},
+    {"jsonrpc": "2.0", "method": "echo", "params": [1]},
+    # ... and bodies it must not: a sensitive param by position, a method that
+    # is not logged, a result of None, an int too long for a double.
+    [{"jsonrpc": "2.0", "method": "testapp.set_pin", "params": ["acct", "1234"], "id": 1}, _subtract(2)],
+    [{"jsonrpc": "2.0", "method": "testapp.heartbeat", "params": [1], "id": 1}, _subtract(2)],
+    [{"jsonrpc": "2.0", "method": "testapp.none", "id": 1}, _subtract(2)],
+    [{"jsonrpc": "2.0", "method": "echo", "params": [2**70], "id": 1}, _subtract(2)],
+    {"jsonrpc": "2.0", "method": "testapp.login", "params": ["ann", "pw"], "id": 1},
 ]
+# Which of BODIES a split line carries (the others: the rows, built on the request).
+SPLIT = {0, 1} | set(range(9, 14))
 
 # Columns that differ between two envelopes logged from the same body.
 _VARYING = {"id", "uid", "created_at", "duration_ms", "envelope_id"}
@@ -121,10 +146,40 @@ def test_journal_then_loader_stores_the_same_rows_as_the_synchronous_log(
     answer_later = post(body)
     assert answer_later == answer_now
     assert not Envelope.objects.exists(), "the request wrote to the database"
-    assert len(_journal_lines(journal_dir)) == 1
+    (line,) = _journal_lines(journal_dir)
+    assert line.startswith(b'{"v":2,') == (index in SPLIT), line[:200]
     result = loader.load_pending()
     assert (result.written, result.rejected, result.error) == (1, 0, None)
     assert _logged(Envelope.objects.get()) == expected
+
+
+def test_a_split_line_holds_no_call_row_only_the_bodies_and_a_duration_per_call(use_journal, post, journal_dir):
+    post([_subtract(i) for i in range(3)] + [{"jsonrpc": "2.0", "method": "testapp.boom"}])
+    (line,) = _journal_lines(journal_dir)
+    record = json.loads(line)
+    assert set(record) == {"v", "e", "s", "n", "t"}
+    assert len(record["s"]) == 4 and all(isinstance(d, float) for d in record["s"])
+    # The notification's error and traceback are in no body: they alone are written per call.
+    assert list(record["n"]) == ["3"] and record["n"]["3"][:3] == [True, None, -32603]
+    assert list(record["t"]) == ["3"] and "RuntimeError" in record["t"]["3"]
+    assert "methods" not in record["e"] and "error_count" not in record["e"]
+    rows = lines.decode(line + b"\n")
+    assert [(c.method, c.params, c.result) for c in rows.calls[:3]] == [("subtract", [i, 1], i - 1) for i in range(3)]
+    assert (rows.envelope.methods, rows.envelope.call_count, rows.envelope.error_count) == (
+        "subtract, testapp.boom", 4, 1)
+
+
+def test_a_split_line_whose_bodies_do_not_hold_its_calls_is_refused_not_misread(use_journal, post, journal_dir):
+    post([_subtract(1), _subtract(2)])
+    (line,) = _journal_lines(journal_dir)
+    record = json.loads(line)
+    record["s"].append(0.5)  # three durations for two calls
+    with pytest.raises(ValueError):
+        lines.decode(json.dumps(record).encode() + b"\n")
+    record["s"] = record["s"][:2]
+    record["e"]["response_body"] = json.dumps([{"jsonrpc": "2.0", "result": 0, "id": 1}])  # one answer for two
+    with pytest.raises(ValueError):
+        lines.decode(json.dumps(record).encode() + b"\n")
 
 
 def test_a_batch_is_one_line_and_the_secret_never_reaches_the_journal(use_journal, post, journal_dir):
@@ -288,7 +343,7 @@ def test_a_database_outage_only_makes_the_journal_grow(use_journal, post, journa
     assert result.error is not None and result.written == 0
     status = journal.status(journal_dir, count=True)
     assert status.pending_lines == 4
-    assert status.oldest.startswith(b'{"v":1')
+    assert status.oldest.startswith((b'{"v":1', b'{"v":2'))
     use_journal(LOG_DATABASE="default")
     result = loader.load_pending()
     assert (result.written, result.error) == (4, None)

@@ -7,7 +7,9 @@ pointing down this list:
 
 - ``journal`` (on disk) and ``redis_journal`` (Redis Streams): the journal
   (``LOG_WRITER = "journal"``, the default), which ``record()`` appends the
-  line of an HTTP envelope to (``lines``: the rows as one line);
+  line of an HTTP envelope to (``lines``: the rows as one line, or, for the
+  usual envelope, ``split``: the bodies and a duration per call, the calls
+  split from the bodies by the loader);
 - ``loader``: writes the journal's lines to the database in bulk, off the
   request (a thread of each process, or ``manage.py jsonrpc_log_loader``);
 - ``writer``: the background writer thread (``LOG_WRITER = "background"``),
@@ -37,7 +39,7 @@ import logging
 from django.core.signals import request_finished
 
 from ..conf import jsonrpc_settings
-from . import journal, lines, loader, store, writer
+from . import escaping, journal, lines, loader, split, store, writer
 from .rows import build_rows, is_on, report_failure  # noqa: F401 (is_on: the log's public switch)
 from .sql import write_uncommitted
 
@@ -112,10 +114,8 @@ def lag():
     return Lag(str(status.directory), status.pending_lines, age, status.rejected, status.approximate)
 
 
-def _journal(rows):
-    """Append the rows' line to the journal (LOG_WRITER = "journal"); what the request pays for its log."""
-    store.make_storable(rows)
-    line = lines.encode(rows)
+def _append(line):
+    """Append a line to the journal (LOG_WRITER = "journal"); what the request pays for its log."""
     try:
         if jsonrpc_settings.LOG_JOURNAL == "redis":
             from . import redis_journal
@@ -126,6 +126,7 @@ def _journal(rows):
     except Exception:
         # The journal cannot be written (disk full, Redis down): written now,
         # or spooled, as the "request" writer does; the answer stays.
+        rows = lines.decode(line)
         if _on_event_loop():
             # Django refuses database work on an event loop's thread (an async
             # view): spooled instead (a file), and replayed into the log later.
@@ -164,6 +165,25 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
     """
     if records is None:
         return None
+    writer_setting = jsonrpc_settings.LOG_WRITER
+    if writer_setting == "journal" and context.source == "http":
+        # The usual envelope: a split line, no call row built here (log.split).
+        line = None
+        try:
+            fields = split.line(context, records, request_body, response_body, http_status, duration,
+                                envelope, remote_addr, user_agent)
+            if fields is not None:
+                envelope_row = fields.pop("e")
+                escaping.make_storable(envelope_row)
+                line = lines.encode_split(envelope_row, fields)
+        except Exception:
+            logger.error("Could not make a split JSON-RPC call log journal line; building the rows", exc_info=True)
+        if line is not None:
+            try:
+                return _append(line)
+            except Exception:
+                logger.error("Could not log a JSON-RPC envelope to the journal", exc_info=True)
+                return None
     try:
         rows = build_rows(
             context,
@@ -187,11 +207,11 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
         return None
     if rows is None:
         return None
-    writer_setting = jsonrpc_settings.LOG_WRITER
     if writer_setting == "journal" and context.source == "http":
         # Loaded into the database later, off the request (log.loader): no row yet.
         try:
-            return _journal(rows)
+            store.make_storable(rows)
+            return _append(lines.encode(rows))
         except Exception:
             report_failure(rows)
             return None

@@ -26,6 +26,7 @@ from django.db.models.base import ModelState
 
 from .. import protocol
 from ..models import Call, Envelope
+from . import split
 from .rows import LogRows
 
 FORMAT_VERSION = 1
@@ -72,6 +73,24 @@ def encode(rows):
         return protocol.dumps(record, _default) + b"\n"
 
 
+_SPLIT_ENVELOPE_NAMES = tuple(name for name in _ENVELOPE_NAMES if name not in split.COUNTED)
+
+
+def encode_split(envelope, fields):
+    """
+    Return the journal line of a split line (jsonrpc_app.log.split): the
+    envelope's columns but those the loader counts from the calls, and
+    ``fields`` (the durations, and what the bodies do not hold).
+    """
+    env = envelope.__dict__
+    record = {"v": split.FORMAT_VERSION, "e": {name: env[name] for name in _SPLIT_ENVELOPE_NAMES}, **fields}
+    try:
+        return orjson.dumps(record, option=_NEWLINE)
+    except TypeError:
+        # A notification's result with an integer beyond 64 bits (the bodies hold none).
+        return protocol.dumps({"exact": True, **record}, _default) + b"\n"
+
+
 def _datetime(value):
     if type(value) is str:
         return datetime.datetime.fromisoformat(value)
@@ -101,7 +120,7 @@ def decode(line):
     Return the rows.LogRows of a journal line, unsaved; raise ValueError for
     a line that is not one (torn, of an unknown format, not JSON).
     """
-    if line.startswith(_EXACT):
+    if line.startswith(_EXACT) or line.startswith(b'{"exact":true'):
         record = protocol.loads(line)
     else:
         # Written by orjson: no integer beyond 64 bits, which orjson would read as a float.
@@ -109,17 +128,25 @@ def decode(line):
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise ValueError(str(exc)) from None
-    if type(record) is not dict or record.get("v") != FORMAT_VERSION:
-        raise ValueError("not a call log journal line of format %d" % FORMAT_VERSION)
+    version = record.get("v") if type(record) is dict else None
+    if version != FORMAT_VERSION and version != split.FORMAT_VERSION:
+        raise ValueError("not a call log journal line of format %d or %d" % (FORMAT_VERSION, split.FORMAT_VERSION))
     env = record.get("e")
-    names = record.get("k")
-    if type(env) is not dict or type(names) is not list or type(record.get("c")) is not list:
-        raise ValueError("a call log journal line without its envelope or calls")
+    if type(env) is not dict:
+        raise ValueError("a call log journal line without its envelope")
     if len(env) != len(_ENVELOPE_NAMES) or not all(n in env for n in _ENVELOPE_NAMES):
         env = {**_ENVELOPE_DEFAULTS, **{k: v for k, v in env.items() if k in _ENVELOPE_DEFAULTS}}
     env["uid"] = uuid.UUID(env["uid"])
     env["created_at"] = _datetime(env["created_at"])
     shared = {name: env[name] for name in _SHARED}
+    if version == split.FORMAT_VERSION:
+        try:
+            return split.decode(record, env, shared)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError("a split call log journal line that does not read: %r" % exc) from None
+    names = record.get("k")
+    if type(names) is not list or type(record.get("c")) is not list:
+        raise ValueError("a call log journal line without its calls")
     exact = tuple(names) == _CALL_NAMES
     calls = []
     for values in record["c"]:

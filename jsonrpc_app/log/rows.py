@@ -197,7 +197,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
             "error_code": error_code,
             "error_message": error_message,
             "error_data": error_data,
-            "traceback": _cap_text(traceback, limit) if traceback else "",
+            "traceback": cap_text(traceback, limit) if traceback else "",
             "duration_ms": r.duration * 1000.0,
             "user_id": user_id,
             "username": username,
@@ -229,12 +229,27 @@ def caller(context):
     return None, ""
 
 
+def notification_result(r, limit, keys):
+    """
+    Return [whether it failed, result, error_code, error_message, error_data]
+    of the notification record ``r``, as its row stores them: what no body
+    holds (a notification is not answered).
+    """
+    error = r.error
+    if error is not None:
+        return [True, *error_columns(error, limit, keys)]
+    result = r.result
+    if type(result) not in _SCALARS or (type(result) is int and _too_many_digits(result)):
+        result = _stored_json(result, limit, keys)
+    return [False, result, None, "", None]
+
+
 def error_columns(error, limit, keys):
     """Return (result, error_code, error_message, error_data) of a call answered by the error object ``error``."""
     return (
         None,
         _int32(error.get("code")),
-        _cap_text(str(error.get("message", "")), limit),
+        cap_text(str(error.get("message", "")), limit),
         _stored_json(error.get("data"), limit, keys),
     )
 
@@ -258,8 +273,8 @@ def envelope_row(context, received, request_text, response_text, http_status, du
         "endpoint": (context.endpoint or "")[:255],
         "source": context.source,
         "is_batch": bool(envelope is not None and envelope.is_batch),
-        "request_body": _cap_text(request_text, limit),
-        "response_body": _cap_text(response_text, limit),
+        "request_body": cap_text(request_text, limit),
+        "response_body": cap_text(response_text, limit),
         "http_status": http_status,
         "duration_ms": duration * 1000.0,
         "user_id": user_id,
@@ -268,13 +283,13 @@ def envelope_row(context, received, request_text, response_text, http_status, du
         "user_agent": (user_agent or "")[:512],
         "replay_of_id": getattr(replay_of, "pk", replay_of),
         "error_code": _int32(envelope_error.get("code")) if envelope_error else None,
-        "error_message": _cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
+        "error_message": cap_text(str(envelope_error.get("message", "")), limit) if envelope_error else "",
         **counts,
     }
     return env
 
 
-def _plain(text):
+def plain(text):
     """True for text escaping.escape_text() leaves as it is without looking further."""
     return isinstance(text, str) and text.isascii() and "\x00" not in text and "\\" not in text
 
@@ -291,9 +306,9 @@ def _calls_are_storable(logged, request_text, response_text, username, source):
     and a response without "null" holds no NaN or infinity (written as null).
     Notifications' results and tracebacks are in no body: any makes it False.
     """
-    if not (_plain(request_text) and _plain(response_text) and "null" not in response_text):
+    if not (plain(request_text) and plain(response_text) and "null" not in response_text):
         return False
-    if not (_plain(username) and _plain(source)):
+    if not (plain(username) and plain(source)):
         return False
     for r in logged:
         if r.is_notification or r.traceback:
@@ -355,14 +370,14 @@ def _stored_json(value, limit, keys):
     try:
         data = protocol.dumps(value, json_default)
     except (TypeError, ValueError):
-        return {"__unserializable__": _cap_text(_safe_repr(value), 1024)}
+        return {"__unserializable__": cap_text(_safe_repr(value), 1024)}
     try:
         value = protocol.loads(data)
     except ValueError:
         # JSON that JSON readers refuse (an integer with more digits than
         # int() reads, sys.int_info): kept as its text, or the log could not
         # be read back.
-        return {"__unserializable__": _cap_text(data.decode("utf-8", "replace"), 1024)}
+        return {"__unserializable__": cap_text(data.decode("utf-8", "replace"), 1024)}
     if keys and (type(value) is dict or type(value) is list):
         value, changed = redact(value, keys)
         if changed:
@@ -375,7 +390,7 @@ def _stored_json(value, limit, keys):
 # -- truncation --------------------------------------------------------------
 
 
-def _cap_text(text, limit):
+def cap_text(text, limit):
     """Return ``text`` cut to ``limit`` UTF-8 bytes, with a marker saying its size."""
     if limit is None or len(text) * 4 <= limit:
         return text

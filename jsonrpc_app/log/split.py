@@ -1,0 +1,213 @@
+"""
+Split lines: the journal line of an envelope whose calls the loader can
+split from its bodies, so that the request builds no call row at all.
+
+The request path (``line()``) writes the envelope's columns, which hold the
+request and response bodies as they are stored, plus one duration per call,
+and for the few calls the bodies do not tell all of (a notification's result
+or error, a traceback) their columns. The loader (``decode()``, through
+jsonrpc_app.log.lines) reads the calls back out of the bodies: element ``i``
+of the request is call ``i``, and the answers of the response are those of
+the elements that are not notifications, in the batch's order (as
+jsonrpc_app.dispatch answers them). The rows it gives are the rows
+jsonrpc_app.log.rows builds for the same envelope (tests/test_journal.py
+holds them equal).
+
+A split line is written only when that is sure to hold and nothing needs
+work on the request, which is told from the bodies, in C, without walking a
+value: the policy is "all"; every element is a valid request of a method
+that is logged and has no sensitive params; both bodies are plain ASCII
+without a backslash or NUL (so no string needs escaping and no key is
+spelled with an escape), without "null" in the response (a NaN or an
+infinity is written as null), with no run of digits a JSON reader may refuse,
+and within LOG_MAX_VALUE_BYTES (so nothing is truncated); no sensitive key
+occurs in either body (so nothing is redacted). Anything else takes
+jsonrpc_app.log.rows' way: the rows built on the request.
+"""
+
+import datetime
+
+from django.db.models.base import ModelState
+from django.utils import timezone
+
+from .. import protocol
+from ..conf import jsonrpc_settings
+from ..models import Call, Envelope, Outcome
+from .redaction import param_spec, sensitive_keys
+from .rows import LogRows, cap_text, caller, envelope_row, error_columns, method_summary, notification_result, plain
+
+# A split line's format: a line of format 1 is rows.LogRows' columns as they are.
+FORMAT_VERSION = 2
+_UNSEEN = object()
+# A notification that returned None: nothing of it in the line.
+_NOTHING = (False, None, None, "", None)
+_OK, _ERROR = Outcome.OK, Outcome.ERROR
+# The envelope columns the loader counts from the calls.
+COUNTED = ("methods", "call_count", "error_count")
+
+_keys_cache = [None, ()]
+
+
+def _key_bytes(keys):
+    """SENSITIVE_KEYS (lower-cased) as ASCII bytes to look for in a plain body; cached."""
+    if _keys_cache[0] is not keys:
+        _keys_cache[:] = [keys, tuple(k.encode("ascii") for k in keys if k.isascii())]
+    return _keys_cache[1]
+
+
+def _plain(body):
+    return body.isascii() and b"\\" not in body and b"\x00" not in body
+
+
+def line(context, records, request_body, response_body, http_status, duration, envelope,
+         remote_addr, user_agent):
+    """
+    Return the split line's fields of one envelope (a dict for lines.encode_split),
+    or None when the envelope must take rows.build_rows().
+    """
+    settings = jsonrpc_settings
+    if (
+        not records
+        or settings.LOG_POLICY != "all"
+        or envelope is None
+        or envelope.error is not None
+        or (http_status != 200 and http_status != 204)
+        or type(request_body) is not bytes
+        or type(response_body) is not bytes
+    ):
+        return None
+    limit = settings.LOG_MAX_VALUE_BYTES
+    if limit is not None and (len(request_body) > limit or len(response_body) > limit):
+        return None
+    if not (_plain(request_body) and _plain(response_body)) or b"null" in response_body:
+        return None
+    if protocol.has_long_digit_run(request_body) or protocol.has_long_digit_run(response_body):
+        return None
+    keys = sensitive_keys()
+    if keys:
+        low_request, low_response = request_body.lower(), response_body.lower()
+        for key in _key_bytes(keys):
+            if key in low_request or key in low_response:
+                return None
+    user_id, username = caller(context)
+    if not (plain(username) and plain(context.source)):
+        return None
+
+    durations = []
+    add = durations.append
+    unanswered = None  # position -> [result, error code, message, data] of a notification
+    tracebacks = None  # position -> traceback text
+    answered = 0
+    name = spec = _UNSEEN
+    for r in records:
+        if not r.log or r.sensitive_params:
+            return None
+        if r.method != name:
+            name = r.method
+            if type(name) is not str:
+                return None  # an invalid element: its row holds what the element was
+            spec = param_spec(context, name, keys)
+            if spec is not None and spec.names:
+                return None
+        if r.is_notification:
+            if r.result is not None or r.error is not None:
+                if unanswered is None:
+                    unanswered = {}
+                unanswered[str(r.index)] = notification_result(r, limit, keys)
+        else:
+            answered += 1
+        if r.traceback:
+            if tracebacks is None:
+                tracebacks = {}
+            tracebacks[str(r.index)] = r.traceback
+        add(r.duration * 1000.0)
+    if (http_status == 204) != (answered == 0) or (not envelope.is_batch and len(records) != 1):
+        return None
+    received = timezone.now() - datetime.timedelta(seconds=duration)
+    # The bodies are plain ASCII: the text is the bytes, decoded.
+    env = envelope_row(
+        context, received, request_body.decode("ascii"), response_body.decode("ascii"), http_status,
+        duration, envelope, remote_addr, user_agent, user_id, username, limit,
+    )
+    fields = {"v": FORMAT_VERSION, "e": env, "s": durations}
+    if unanswered:
+        fields["n"] = unanswered
+    if tracebacks:
+        fields["t"] = {k: cap_text(v, limit) for k, v in tracebacks.items()}
+    return fields
+
+
+def decode(record, env, shared):
+    """
+    Return the rows.LogRows of a split line (``record``), its envelope's
+    columns ``env`` read already and ``shared`` the columns each call copies
+    from it; raise ValueError when the bodies do not hold the calls the line
+    says they do.
+    """
+    durations = record.get("s")
+    unanswered = record.get("n") or {}
+    tracebacks = record.get("t") or {}
+    if type(durations) is not list or type(unanswered) is not dict or type(tracebacks) is not dict:
+        raise ValueError("a split call log journal line without its durations")
+    requests = protocol.loads(env["request_body"])
+    elements = requests if env["is_batch"] else [requests]
+    response = env["response_body"]
+    answers = (protocol.loads(response) if env["is_batch"] else [protocol.loads(response)]) if response else []
+    if type(elements) is not list or len(elements) != len(durations) or type(answers) is not list:
+        raise ValueError("a split call log journal line whose bodies do not hold its calls")
+    next_answer = iter(answers).__next__
+    calls = []
+    errors = answered = 0
+    for i, element in enumerate(elements):
+        method = element["method"]
+        key = str(i)
+        is_notification = "id" not in element
+        if is_notification:
+            failed, result, code, message, data = unanswered.get(key) or _NOTHING
+            request_id = None
+        else:
+            try:
+                answer = next_answer()
+            except StopIteration:
+                raise ValueError("a split call log journal line with fewer answers than calls") from None
+            answered += 1
+            error = answer.get("error")
+            failed = error is not None
+            if failed:
+                result, code, message, data = error_columns(error, None, ())
+            else:
+                result, code, message, data = answer["result"], None, "", None
+            request_id = element["id"]
+        if failed:
+            errors += 1
+        call = object.__new__(Call)
+        # Every column of Call, as rows.build_rows() sets them.
+        call.__dict__ = {
+            "_state": ModelState(),
+            "id": None,
+            "envelope_id": None,
+            "position": i,
+            "method": method[:255],
+            "request_id": request_id,
+            "is_notification": is_notification,
+            "params": element.get("params"),
+            "result": result,
+            "outcome": _ERROR if failed else _OK,
+            "error_code": code,
+            "error_message": message,
+            "error_data": data,
+            "traceback": tracebacks.get(key, ""),
+            "duration_ms": durations[i],
+            **shared,
+        }
+        calls.append(call)
+    if answered != len(answers):
+        raise ValueError("a split call log journal line with more answers than calls")
+    env["methods"] = method_summary(c.__dict__["method"] for c in calls)
+    env["call_count"] = len(calls)
+    env["error_count"] = errors
+    envelope = object.__new__(Envelope)
+    env["_state"] = ModelState()
+    env["id"] = None
+    envelope.__dict__ = env
+    return LogRows(envelope, calls, calls_storable=not unanswered and not tracebacks)
