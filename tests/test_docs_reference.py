@@ -50,9 +50,9 @@ def test_changelog_page_is_the_changelog_file():
 
 
 def test_a_readme_section_is_carried_into_a_page_whole():
-    page = load_hooks().on_page_markdown("# Async methods\n\n<!-- readme:Async methods -->\n", None, None, None)
-    assert "AsyncJsonRpcView" in page and "ASYNC_CONCURRENCY" in page
-    assert "## Typed params" not in page  # it stops at the next section
+    page = load_hooks().on_page_markdown("# Demo\n\n<!-- readme:The two commands -->\n", None, None, None)
+    assert "make run" in page and "DATABASE_URL" in page
+    assert "INSTALLED_APPS" not in page  # it stops at the next section
 
 
 def test_a_readme_section_that_does_not_exist_fails_the_build():
