@@ -12,7 +12,9 @@ sources are read with ``ast``.
 - ``<!-- changelog -->`` becomes CHANGELOG.md;
 - ``<!-- readme:TITLE -->`` becomes the README's section ``## TITLE`` (its
   body, up to the next ``## `` heading), so that a page can carry a section
-  the README keeps, written once.
+  the README keeps (what it is, the two commands, the quick start, the list of
+  pages), written once. The README's links to ``docs/PAGE.md`` and
+  ``CHANGELOG.md`` become links between the site's pages.
 """
 
 import ast
@@ -34,6 +36,7 @@ def settings_table():
     ]
     rows = ["| setting | default | what it does |", "| --- | --- | --- |"]
     previous_end = defaults.lineno
+    comments = []  # every comment so far, in order
     for key, value in zip(defaults.keys, defaults.values):
         comment = []
         for line in lines[previous_end : key.lineno - 1]:
@@ -43,8 +46,16 @@ def settings_table():
             elif stripped:
                 comment = []
         previous_end = value.end_lineno
+        if comment:
+            text = " ".join(comment)
+            comments.append(text)
+        else:
+            # A key written under another's comment ("PERMISSION_CLASSES" under the
+            # DRF policies, "LOG_JOURNAL_FSYNC_INTERVAL" under "LOG_JOURNAL_FSYNC"):
+            # the latest comment that names it, else the one its group is under.
+            text = next((c for c in reversed(comments) if key.value in c), comments[-1] if comments else "")
         default = " ".join(ast.get_source_segment(source, value).split())
-        text = " ".join(comment).replace("|", "\\|")
+        text = text.replace("|", "\\|")
         rows.append("| `%s` | `%s` | %s |" % (key.value, default.replace("|", "\\|"), text))
     return "\n".join(rows)
 
@@ -89,8 +100,14 @@ def readme_section(title):
     match = re.search(r"^## %s\n(.*?)(?=^## |\Z)" % re.escape(title), text, re.S | re.M)
     if match is None:
         raise ValueError("README.md has no section '## %s'" % title)
+    body = match.group(1).strip()
+    # The README links to the pages as docs/PAGE.md (so that they work on GitHub); here
+    # they are neighbours. docs/ itself is the home page, CHANGELOG.md the Changelog page.
+    body = re.sub(r"\]\(docs/\)", "](index.md)", body)
+    body = re.sub(r"\]\(docs/([^)]+)\)", r"](\1)", body)
+    body = body.replace("](CHANGELOG.md)", "](changelog.md)")
     # Links to other README sections (#anchor) point at the README on this site's home page.
-    return re.sub(r"\]\(#([\w-]+)\)", r"](index.md)", match.group(1).strip())
+    return re.sub(r"\]\(#([\w-]+)\)", r"](index.md)", body)
 
 
 def on_page_markdown(markdown, page, config, files):

@@ -32,6 +32,11 @@ def test_settings_table_has_every_default_with_its_value_and_comment():
         # Our own conf.py as written: literals and products such as 64 * 1024.
         assert eval(default, {"__builtins__": {}}) == value, key
     assert "Call log: " in rows["LOG_POLICY"]
+    # A key written under another's comment takes the comment that names it, else its group's.
+    for key in DEFAULTS:
+        assert rows[key].split("|")[3].strip(), key
+    assert "LOG_JOURNAL_FSYNC_INTERVAL seconds" in rows["LOG_JOURNAL_FSYNC_INTERVAL"]
+    assert "DRF policies of the endpoint" in rows["THROTTLE_CLASSES"]
 
 
 def test_api_listing_names_every_public_class_and_method():
@@ -50,9 +55,16 @@ def test_changelog_page_is_the_changelog_file():
 
 
 def test_a_readme_section_is_carried_into_a_page_whole():
-    page = load_hooks().on_page_markdown("# Async methods\n\n<!-- readme:Async methods -->\n", None, None, None)
-    assert "AsyncJsonRpcView" in page and "ASYNC_CONCURRENCY" in page
-    assert "## Typed params" not in page  # it stops at the next section
+    page = load_hooks().on_page_markdown("# Demo\n\n<!-- readme:The two commands -->\n", None, None, None)
+    assert "make run" in page and "DATABASE_URL" in page
+    assert "INSTALLED_APPS" not in page  # it stops at the next section
+
+
+def test_a_readme_section_links_the_sites_pages_as_neighbours():
+    section = load_hooks().readme_section("Documentation")
+    assert "](security.md#limits)" in load_hooks().readme_section("Limits")
+    assert "](quickstart.md)" in section and "](changelog.md)" in section and "](index.md)" in section
+    assert "](docs/" not in section and "](CHANGELOG.md)" not in section
 
 
 def test_a_readme_section_that_does_not_exist_fails_the_build():
