@@ -90,12 +90,14 @@ class ParsedBody:
     (parse error, empty batch, batch over the limit); ``items`` then is empty.
     """
 
-    __slots__ = ("is_batch", "items", "error")
+    __slots__ = ("is_batch", "items", "error", "finite")
 
-    def __init__(self, is_batch, items, error=None):
+    def __init__(self, is_batch, items, error=None, finite=True):
         self.is_batch = is_batch
         self.items = items
         self.error = error
+        # False when the body may hold a number beyond a double (see read()).
+        self.finite = finite
 
     def error_response(self):
         return response(None, error=self.error)
@@ -115,15 +117,25 @@ def loads(body):
     Raise ValueError for anything else: invalid UTF-8, a byte order mark,
     NaN/Infinity, trailing commas, nesting too deep to read.
     """
+    return read(body)[0]
+
+
+def read(body):
+    """
+    ``loads()``, and whether every number read is finite: False only when
+    the text may hold a number beyond a double (read as infinity by the
+    standard library, which reads what orjson refuses), which the call log
+    must escape.
+    """
     if isinstance(body, str):
         try:
             body = body.encode("utf-8")
         except UnicodeEncodeError as exc:
             # A str holding lone surrogates cannot be sent as UTF-8; read it as is.
-            return _loads_stdlib(body, exc)
+            return _loads_stdlib(body, exc), _MAY_OVERFLOW.search(body) is None
     if not has_long_digit_run(body):
         try:
-            return orjson.loads(body)
+            return orjson.loads(body), True
         except orjson.JSONDecodeError as exc:
             error = exc
     else:
@@ -136,7 +148,12 @@ def loads(body):
         raise ValueError("invalid UTF-8: %s" % exc) from None
     if text.startswith("\ufeff"):
         raise ValueError("a byte order mark is not JSON text")
-    return _loads_stdlib(text, error)
+    return _loads_stdlib(text, error), _MAY_OVERFLOW.search(text) is None
+
+
+# A number a double cannot hold: an exponent of three digits or more, or 309
+# digits before a point or an exponent (conservative: 1e100 is finite).
+_MAY_OVERFLOW = re.compile(r"[0-9][eE]\+?0*[0-9]{3}|[0-9]{309}[.eE]")
 
 
 def _loads_stdlib(text, error):
@@ -233,7 +250,7 @@ def _too_deep_error(max_depth):
 def parse(body, max_batch=None, max_depth=None):
     """Read one HTTP body into a ParsedBody; never raise."""
     try:
-        value = loads(body)
+        value, finite = read(body)
     except (ValueError, TypeError):
         return ParsedBody(False, [], PARSE_ERROR_OBJECT)
     is_batch = type(value) is list
@@ -263,8 +280,8 @@ def parse(body, max_batch=None, max_depth=None):
             )
         if items is None:
             items = [_check(i, item) for i, item in enumerate(value)]
-        return ParsedBody(True, items)
-    return ParsedBody(False, [_check(0, value)])
+        return ParsedBody(True, items, None, finite)
+    return ParsedBody(False, [_check(0, value)], None, finite)
 
 
 def response(id, result=None, error=None):

@@ -261,6 +261,16 @@ def test_number_beyond_a_double_is_stored_as_null_like_the_answer_with_digits_in
     assert unescape_body(envelope.request_body) == body
 
 
+def test_a_number_beyond_a_double_in_params_is_stored_as_null_when_the_answer_holds_no_null(rpc):
+    # The answer (an error) holds no null, so the bodies alone cannot tell
+    # that a param was read as infinity: the parse says so (ParsedBody.finite).
+    body = b'{"jsonrpc":"2.0","method":"testapp.big","params":[1e400],"id":1}'
+    answer = _post(rpc, body)
+    assert answer["error"]["code"] == -32603 and b"null" not in json.dumps(answer).encode()
+    _envelope, (call,) = _logged()
+    assert call.params == [None]
+
+
 def test_batch_mixing_every_hostile_value_is_one_envelope_with_all_its_calls(rpc):
     body = (
         "["

@@ -67,6 +67,14 @@ def _journal_lines(directory):
     return [line for path in journal.journals(directory) for line in path.read_bytes().splitlines()]
 
 
+def _edit_line(line, change):
+    """A journal line with ``change(record)`` applied to its JSON (any bodies after it kept)."""
+    head, *bodies = line.rstrip(b"\n").split(b"\x1e")
+    record = json.loads(head)
+    change(record)
+    return b"\x1e".join([json.dumps(record).encode(), *bodies]) + b"\n"
+
+
 def _subtract(i):
     return {"jsonrpc": "2.0", "method": "subtract", "params": [i, 1], "id": i}
 
@@ -107,9 +115,19 @@ BODIES = [
     [{"jsonrpc": "2.0", "method": "testapp.none", "id": 1}, _subtract(2)],
     [{"jsonrpc": "2.0", "method": "echo", "params": [2**70], "id": 1}, _subtract(2)],
     {"jsonrpc": "2.0", "method": "testapp.login", "params": ["ann", "pw"], "id": 1},
+    # Split again: a colon and a brace in strings (the key scan runs), a
+    # newline between members (the bodies inside the line's JSON), a number
+    # beyond a double in params (read as infinity, stored as null).
+    [{"jsonrpc": "2.0", "method": "echo", "params": ["a:{b", "c"], "id": "x:y"}, _subtract(1)],
+    '[{"jsonrpc": "2.0",\n "method": "subtract", "params": [3, 1], "id": 1}]',
+    '{"jsonrpc": "2.0", "method": "testapp.big", "params": [1e400], "id": 1}',
+    # A sensitive word in a string value: no key, nothing to redact.
+    [{"jsonrpc": "2.0", "method": "echo", "params": ["my password is"], "id": 1}],
+    # Not split: a sensitive key in a batch (redacted on the request).
+    [_subtract(1), {"jsonrpc": "2.0", "method": "echo", "params": [{"Token": "t0k3n"}], "id": 2}],
 ]
 # Which of BODIES a split line carries (the others: the rows, built on the request).
-SPLIT = {0, 1} | set(range(9, 14))
+SPLIT = {0, 1} | set(range(9, 14)) | {17, 19, 20, 21, 22}
 
 # Columns that differ between two envelopes logged from the same body.
 _VARYING = {"id", "uid", "created_at", "duration_ms", "envelope_id"}
@@ -156,13 +174,16 @@ def test_journal_then_loader_stores_the_same_rows_as_the_synchronous_log(
 def test_a_split_line_holds_no_call_row_only_the_bodies_and_a_duration_per_call(use_journal, post, journal_dir):
     post([_subtract(i) for i in range(3)] + [{"jsonrpc": "2.0", "method": "testapp.boom"}])
     (line,) = _journal_lines(journal_dir)
-    record = json.loads(line)
+    head, request_body, response_body = line.split(b"\x1e")
+    assert json.loads(request_body)[0] == _subtract(0)  # the bodies as they came and went, unescaped
+    assert [a["result"] for a in json.loads(response_body)] == [-1, 0, 1]
+    record = json.loads(head)
     assert set(record) == {"v", "e", "s", "n", "t"}
     assert len(record["s"]) == 4 and all(isinstance(d, float) for d in record["s"])
     # The notification's error and traceback are in no body: they alone are written per call.
     assert list(record["n"]) == ["3"] and record["n"]["3"][:3] == [True, None, -32603]
     assert list(record["t"]) == ["3"] and "RuntimeError" in record["t"]["3"]
-    assert "methods" not in record["e"] and "error_count" not in record["e"]
+    assert not {"methods", "error_count", "request_body", "response_body"} & set(record["e"])
     rows = lines.decode(line + b"\n")
     assert [(c.method, c.params, c.result) for c in rows.calls[:3]] == [("subtract", [i, 1], i - 1) for i in range(3)]
     assert (rows.envelope.methods, rows.envelope.call_count, rows.envelope.error_count) == (
@@ -172,14 +193,21 @@ def test_a_split_line_holds_no_call_row_only_the_bodies_and_a_duration_per_call(
 def test_a_split_line_whose_bodies_do_not_hold_its_calls_is_refused_not_misread(use_journal, post, journal_dir):
     post([_subtract(1), _subtract(2)])
     (line,) = _journal_lines(journal_dir)
-    record = json.loads(line)
+    head, request_body, response_body = line.split(b"\x1e")
+    record = json.loads(head)
+
+    def line_of(record, response=response_body, bodies=2):
+        return json.dumps(record).encode() + (b"\x1e" + request_body + b"\x1e" + response)[: None if bodies == 2 else len(request_body) + 1] + b"\n"
+
+    assert len(lines.decode(line_of(record)).calls) == 2
     record["s"].append(0.5)  # three durations for two calls
     with pytest.raises(ValueError):
-        lines.decode(json.dumps(record).encode() + b"\n")
+        lines.decode(line_of(record))
     record["s"] = record["s"][:2]
-    record["e"]["response_body"] = json.dumps([{"jsonrpc": "2.0", "result": 0, "id": 1}])  # one answer for two
-    with pytest.raises(ValueError):
-        lines.decode(json.dumps(record).encode() + b"\n")
+    with pytest.raises(ValueError):  # one answer for two calls
+        lines.decode(line_of(record, json.dumps([{"jsonrpc": "2.0", "result": 0, "id": 1}]).encode()))
+    with pytest.raises(ValueError):  # a body missing
+        lines.decode(line_of(record, bodies=1))
 
 
 def test_a_batch_is_one_line_and_the_secret_never_reaches_the_journal(use_journal, post, journal_dir):
@@ -324,10 +352,8 @@ def test_a_line_the_database_refuses_is_kept_aside_and_the_rest_loaded(use_journ
         post(_subtract(i))
     (path,) = journal.journals(journal_dir)
     data = path.read_bytes().splitlines(keepends=True)
-    bad = json.loads(data[1])
-    bad["e"]["http_status"] = -5  # a PositiveSmallIntegerField: refused by CHECK or range
-    bad["e"]["call_count"] = "many"
-    data[1] = json.dumps(bad).encode() + b"\n"
+    # http_status is a PositiveSmallIntegerField: -5 is refused by its CHECK or range.
+    data[1] = _edit_line(data[1], lambda bad: bad["e"].update(http_status=-5))
     journal.close()
     path.write_bytes(b"".join(data))
     result = loader.load_pending()
@@ -576,9 +602,7 @@ def test_the_admin_warns_when_the_oldest_unloaded_envelope_is_old(use_journal, p
     post(_subtract(1))
     (path,) = journal.journals(journal_dir)
     journal.close()
-    record = json.loads(path.read_bytes())
-    record["e"]["created_at"] = "2020-01-01T00:00:00+00:00"
-    path.write_bytes(json.dumps(record).encode() + b"\n")
+    path.write_bytes(_edit_line(path.read_bytes(), lambda record: record["e"].update(created_at="2020-01-01T00:00:00+00:00")))
     response = admin_client.get("/admin/jsonrpc_app/envelope/")
     levels = {m.level_tag: m.message for m in response.context["messages"]}
     assert "Is the loader running" in levels["warning"]

@@ -173,9 +173,9 @@ def record(context, records, *, request_body=b"", response_body=b"", http_status
             fields = split.line(context, records, request_body, response_body, http_status, duration,
                                 envelope, remote_addr, user_agent)
             if fields is not None:
-                envelope_row = fields.pop("e")
+                envelope_row, fields, raw = fields
                 escaping.make_storable(envelope_row)
-                line = lines.encode_split(envelope_row, fields)
+                line = lines.encode_split(envelope_row, fields, raw, request_body, response_body)
         except Exception:
             logger.error("Could not make a split JSON-RPC call log journal line; building the rows", exc_info=True)
         if line is not None:

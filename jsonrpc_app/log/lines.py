@@ -74,21 +74,30 @@ def encode(rows):
 
 
 _SPLIT_ENVELOPE_NAMES = tuple(name for name in _ENVELOPE_NAMES if name not in split.COUNTED)
+_SPLIT_RAW_NAMES = tuple(name for name in _SPLIT_ENVELOPE_NAMES if name not in ("request_body", "response_body"))
+_RS = b"\x1e"
 
 
-def encode_split(envelope, fields):
+def encode_split(envelope, fields, raw, request_body=b"", response_body=b""):
     """
     Return the journal line of a split line (jsonrpc_app.log.split): the
     envelope's columns but those the loader counts from the calls, and
-    ``fields`` (the durations, and what the bodies do not hold).
+    ``fields`` (the durations, and what the bodies do not hold). With ``raw``,
+    the bodies follow the JSON as they are, each after a record separator
+    (0x1E, which no JSON text holds outside a string, nor escaped JSON
+    inside one), instead of as two of its strings.
     """
     env = envelope.__dict__
-    record = {"v": split.FORMAT_VERSION, "e": {name: env[name] for name in _SPLIT_ENVELOPE_NAMES}, **fields}
+    names = _SPLIT_RAW_NAMES if raw else _SPLIT_ENVELOPE_NAMES
+    record = {**fields, "e": {name: env[name] for name in names}}
     try:
-        return orjson.dumps(record, option=_NEWLINE)
+        head = orjson.dumps(record)
     except TypeError:
         # A notification's result with an integer beyond 64 bits (the bodies hold none).
-        return protocol.dumps({"exact": True, **record}, _default) + b"\n"
+        head = protocol.dumps({"exact": True, **record}, _default)
+    if raw:
+        return b"".join((head, _RS, request_body, _RS, response_body, b"\n"))
+    return head + b"\n"
 
 
 def _datetime(value):
@@ -120,6 +129,12 @@ def decode(line):
     Return the rows.LogRows of a journal line, unsaved; raise ValueError for
     a line that is not one (torn, of an unknown format, not JSON).
     """
+    bodies = None
+    if _RS in line:
+        # A split line with its bodies after it (encode_split, raw).
+        line, *bodies = line.rstrip(b"\n").split(_RS)
+        if len(bodies) != 2:
+            raise ValueError("a call log journal line with %d bodies after it" % len(bodies))
     if line.startswith(_EXACT) or line.startswith(b'{"exact":true'):
         record = protocol.loads(line)
     else:
@@ -134,6 +149,13 @@ def decode(line):
     env = record.get("e")
     if type(env) is not dict:
         raise ValueError("a call log journal line without its envelope")
+    if bodies is not None:
+        if version != split.FORMAT_VERSION:
+            raise ValueError("bodies after a call log journal line of format %d" % version)
+        try:
+            env["request_body"], env["response_body"] = (body.decode("ascii") for body in bodies)
+        except UnicodeDecodeError:
+            raise ValueError("a body after a call log journal line that is not ASCII") from None
     if len(env) != len(_ENVELOPE_NAMES) or not all(n in env for n in _ENVELOPE_NAMES):
         env = {**_ENVELOPE_DEFAULTS, **{k: v for k, v in env.items() if k in _ENVELOPE_DEFAULTS}}
     env["uid"] = uuid.UUID(env["uid"])

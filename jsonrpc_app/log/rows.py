@@ -217,7 +217,12 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         call_count=len(records),
         error_count=sum(1 for r in records if r.error is not None),
     )
-    storable = request_small and _calls_are_storable(logged, request_text, response_text, username, source)
+    # A number beyond a double is read as infinity: it needs escaping.
+    storable = (
+        request_small
+        and getattr(envelope, "finite", True)
+        and _calls_are_storable(logged, request_text, response_text, username, source)
+    )
     return LogRows(env, calls, storable)
 
 

@@ -3,7 +3,7 @@ Split lines: the journal line of an envelope whose calls the loader can
 split from its bodies, so that the request builds no call row at all.
 
 The request path (``line()``) writes the envelope's columns, which hold the
-request and response bodies as they are stored, plus one duration per call,
+request and response bodies as they are stored, plus one duration per call (seconds),
 and for the few calls the bodies do not tell all of (a notification's result
 or error, a traceback) their columns. The loader (``decode()``, through
 jsonrpc_app.log.lines) reads the calls back out of the bodies: element ``i``
@@ -26,6 +26,7 @@ jsonrpc_app.log.rows' way: the rows built on the request.
 """
 
 import datetime
+import sys
 
 from django.db.models.base import ModelState
 from django.utils import timezone
@@ -62,8 +63,9 @@ def _plain(body):
 def line(context, records, request_body, response_body, http_status, duration, envelope,
          remote_addr, user_agent):
     """
-    Return the split line's fields of one envelope (a dict for lines.encode_split),
-    or None when the envelope must take rows.build_rows().
+    Return (the envelope's row, the split line's other fields, whether its
+    bodies go after the line's JSON as they are) of one envelope, for
+    lines.encode_split(); or None when the envelope must take rows.build_rows().
     """
     settings = jsonrpc_settings
     if (
@@ -81,60 +83,79 @@ def line(context, records, request_body, response_body, http_status, duration, e
         return None
     if not (_plain(request_body) and _plain(response_body)) or b"null" in response_body:
         return None
-    if protocol.has_long_digit_run(request_body) or protocol.has_long_digit_run(response_body):
-        return None
-    keys = sensitive_keys()
-    if keys:
-        low_request, low_response = request_body.lower(), response_body.lower()
-        for key in _key_bytes(keys):
-            if key in low_request or key in low_response:
-                return None
+    max_digits = sys.get_int_max_str_digits()
+    if max_digits and len(response_body) > max_digits and protocol.has_long_digit_run(response_body):
+        return None  # a result with more digits than a JSON reader reads back
     user_id, username = caller(context)
     if not (plain(username) and plain(context.source)):
         return None
 
+    keys = sensitive_keys()
     durations = []
     add = durations.append
-    unanswered = None  # position -> [result, error code, message, data] of a notification
+    unanswered = None  # position -> [failed, result, error code, message, data] of a notification
     tracebacks = None  # position -> traceback text
-    answered = 0
-    name = spec = _UNSEEN
+    answered = with_params = failed = error_members = 0
+    name = _UNSEEN
     for r in records:
-        if not r.log or r.sensitive_params:
-            return None
         if r.method != name:
+            # The calls of one method share its log and sensitive_params (dispatch sets them).
             name = r.method
-            if type(name) is not str:
-                return None  # an invalid element: its row holds what the element was
+            if type(name) is not str or not r.log or r.sensitive_params:
+                return None  # an invalid element (its row holds what the element was), or not logged as it came
             spec = param_spec(context, name, keys)
             if spec is not None and spec.names:
                 return None
+        if r.params is not None:
+            with_params += 1
         if r.is_notification:
             if r.result is not None or r.error is not None:
                 if unanswered is None:
                     unanswered = {}
                 unanswered[str(r.index)] = notification_result(r, limit, keys)
+                if r.traceback:
+                    tracebacks = tracebacks or {}
+                    tracebacks[str(r.index)] = cap_text(r.traceback, limit)
         else:
             answered += 1
-        if r.traceback:
-            if tracebacks is None:
-                tracebacks = {}
-            tracebacks[str(r.index)] = r.traceback
-        add(r.duration * 1000.0)
-    if (http_status == 204) != (answered == 0) or (not envelope.is_batch and len(records) != 1):
+            if r.error is not None:
+                failed += 1
+                error_members += 2 + ("data" in r.error)
+                if r.traceback:
+                    tracebacks = tracebacks or {}
+                    tracebacks[str(r.index)] = cap_text(r.traceback, limit)
+        add(r.duration)
+    n = len(records)
+    if (http_status == 204) != (answered == 0) or (not envelope.is_batch and n != 1):
         return None
+    if keys and not (
+        # No object but the envelope's own and no member but theirs: no key
+        # to redact (a colon or a brace inside a string only sends it to the scan).
+        request_body.count(b"{") == n
+        and request_body.count(b":") == 2 * n + answered + with_params
+        and response_body.count(b"{") == answered + failed
+        and response_body.count(b":") == 3 * answered + error_members
+    ):
+        low_request, low_response = request_body.lower(), response_body.lower()
+        for key in _key_bytes(keys):
+            if key in low_request or key in low_response:
+                return None
+    # Bodies without a newline go after the line's JSON as they are (no escaping).
+    raw = b"\n" not in request_body
     received = timezone.now() - datetime.timedelta(seconds=duration)
-    # The bodies are plain ASCII: the text is the bytes, decoded.
     env = envelope_row(
-        context, received, request_body.decode("ascii"), response_body.decode("ascii"), http_status,
-        duration, envelope, remote_addr, user_agent, user_id, username, limit,
+        context, received, "" if raw else request_body.decode("ascii"), "" if raw else response_body.decode("ascii"),
+        http_status, duration, envelope, remote_addr, user_agent, user_id, username, limit,
+        methods="", call_count=n, error_count=0,  # counted by the loader
     )
-    fields = {"v": FORMAT_VERSION, "e": env, "s": durations}
+    fields = {"v": FORMAT_VERSION, "s": durations}
     if unanswered:
         fields["n"] = unanswered
     if tracebacks:
-        fields["t"] = {k: cap_text(v, limit) for k, v in tracebacks.items()}
-    return fields
+        fields["t"] = tracebacks
+    if not envelope.finite:
+        fields["x"] = 1  # a number beyond a double, read as infinity: the loader escapes the calls
+    return env, fields, raw
 
 
 def decode(record, env, shared):
@@ -197,7 +218,7 @@ def decode(record, env, shared):
             "error_message": message,
             "error_data": data,
             "traceback": tracebacks.get(key, ""),
-            "duration_ms": durations[i],
+            "duration_ms": durations[i] * 1000.0,
             **shared,
         }
         calls.append(call)
@@ -210,4 +231,5 @@ def decode(record, env, shared):
     env["_state"] = ModelState()
     env["id"] = None
     envelope.__dict__ = env
-    return LogRows(envelope, calls, calls_storable=not unanswered and not tracebacks)
+    storable = not unanswered and not tracebacks and not record.get("x")
+    return LogRows(envelope, calls, calls_storable=storable)
