@@ -503,6 +503,56 @@ def test_the_loader_command_loads_once_and_reports(use_journal, post, journal_di
     assert not journal.journals(journal_dir)
 
 
+def test_the_loader_command_runs_at_the_priority_asked_and_loads_what_the_workers_append(
+    use_journal, post, journal_dir, tmp_path
+):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    for i in range(3):
+        post(_subtract(i))
+    journal.close()
+    root = Path(__file__).resolve().parent.parent
+    database = tmp_path / "loader.sqlite3"
+    env = dict(os.environ, DATABASE_URL="sqlite:///%s" % database, JSONRPC_JOURNAL_DIR=str(journal_dir),
+               DJANGO_SETTINGS_MODULE="project.settings")
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=root, env=env, check=True,
+                   timeout=120)
+    loader_process = subprocess.Popen(
+        [sys.executable, "manage.py", "jsonrpc_log_loader", "--nice", "7", "--interval", "0.1"],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        loaded = 0
+        while time.monotonic() < deadline and loaded < 3:
+            time.sleep(0.2)
+            if database.exists():
+                with sqlite3.connect(database) as db:
+                    loaded = db.execute("SELECT COUNT(*) FROM jsonrpc_app_call").fetchone()[0]
+        # Field 19 of /proc/PID/stat: the nice value.
+        stat = Path("/proc/%d/stat" % loader_process.pid).read_text()
+        nice = int(stat.rsplit(")", 1)[1].split()[16])
+    finally:
+        loader_process.send_signal(signal.SIGTERM)
+        out, err = loader_process.communicate(timeout=30)
+    assert loaded == 3, err.decode()[-2000:]
+    assert nice == os.nice(0) + 7
+    assert loader_process.returncode == 0
+
+
+def test_the_loader_command_refuses_a_priority_out_of_range(use_journal):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="1 to 19"):
+        call_command("jsonrpc_log_loader", "--once", "--nice", "25")
+
+
 # -- Redis Streams -----------------------------------------------------------------
 
 

@@ -5,10 +5,11 @@ database, for deployments that run one loader per host (LOG_LOADER =
 or once with ``--once``.
 """
 
+import os
 import signal
 import time
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from jsonrpc_app.conf import jsonrpc_settings
@@ -28,8 +29,20 @@ class Command(BaseCommand):
         )
         parser.add_argument("--database", default=None, help="The log database alias (default: LOG_DATABASE).")
         parser.add_argument("--directory", default=None, help="The journal directory (default: LOG_JOURNAL_DIR).")
+        parser.add_argument(
+            "--nice",
+            type=int,
+            default=0,
+            metavar="N",
+            help="Lower this process's CPU priority by N (1-19, as nice(1)): the loader then takes the CPU "
+            "the workers leave, and catches up when they are idle.",
+        )
 
-    def handle(self, *args, once=False, interval=None, database=None, directory=None, **options):
+    def handle(self, *args, once=False, interval=None, database=None, directory=None, nice=0, **options):
+        if nice:
+            if not 1 <= nice <= 19:
+                raise CommandError("--nice takes 1 to 19, not %d" % nice)
+            os.nice(nice)
         where = "the Redis stream %s" % jsonrpc_settings.LOG_JOURNAL_REDIS_STREAM
         if jsonrpc_settings.LOG_JOURNAL != "redis":
             where = directory or journal.journal_dir()
