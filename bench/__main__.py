@@ -26,7 +26,7 @@ from pathlib import Path
 
 import django
 
-from .workloads import BATCH, LABELS, TARGETS, WORKLOADS
+from .workloads import BATCH, INPROCESS_TARGETS, LABELS, TARGETS, WORKLOADS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -97,7 +97,7 @@ def prepare(env):
 CHUNK = {"single": 20, "typed": 20, "batch": 2, "typed-batch": 2}
 
 
-def lockstep(env, cycles, warmup=3, targets=TARGETS, workloads=WORKLOADS):
+def lockstep(env, cycles, warmup=3, targets=INPROCESS_TARGETS, workloads=WORKLOADS):
     """
     One in-process round: a fresh process per target, set up side by side,
     then handed chunks of each workload in turn (bare, bare-orjson, app,
@@ -201,8 +201,8 @@ def inprocess_table(rounds, key):
     medians = {}
     ratios = {}
     for name, (label, *_rest) in WORKLOADS.items():
-        series = {t: [r[t][key][name] for r in rounds] for t in TARGETS}
-        for target in TARGETS:
+        series = {t: [r[t][key][name] for r in rounds] for t in INPROCESS_TARGETS}
+        for target in INPROCESS_TARGETS:
             values = series[target]
             medians[target, name] = statistics.median(values)
             ratios[target, name] = ratio_over(rounds, target, "bare", key, name)
@@ -286,7 +286,7 @@ def verdicts(rounds, key, http):
         check("HTTP batch of %d, logging off, × bare req/s" % BATCH, r, "≥ 0.85", r >= 0.85)
         r = http["app", "batch"]["cap_bare"]
         check("HTTP batch of %d, logging off, × bare capacity (worker CPU)" % BATCH, r, "≥ 0.85", r >= 0.85)
-        for target in ("app-log-journal", "app-log-append"):
+        for target in ("app-log-journal", "app-log-append", "app-log-idle"):
             if (target, "single") in http:
                 for name in ("single", "batch"):
                     r = http[target, name]["rps"] / http["app", name]["rps"]
@@ -389,13 +389,13 @@ def main(argv=None):
 
     if not args.no_inprocess:
         print("\nIn-process: %d rounds of %s in lockstep, %d chunks each per workload; "
-              "%s µs single/batched call ..." % (args.rounds, ", ".join(TARGETS), args.cycles, CLOCKS[key]),
+              "%s µs single/batched call ..." % (args.rounds, ", ".join(INPROCESS_TARGETS), args.cycles, CLOCKS[key]),
               flush=True)
         for i in range(args.rounds):
             rnd = lockstep(env, args.cycles)
             report["inprocess"].append(rnd)
             print("  round %d: %s" % (i + 1, ", ".join(
-                "%s %.1f/%.2f" % (t, rnd[t][key]["single"], rnd[t][key]["batch"]) for t in TARGETS
+                "%s %.1f/%.2f" % (t, rnd[t][key]["single"], rnd[t][key]["batch"]) for t in INPROCESS_TARGETS
             )), flush=True)
 
     if not args.no_http and shutil.which("wrk") is not None:

@@ -55,6 +55,35 @@ def start_gunicorn(port, target, workers=2):
     )
 
 
+def start_loader(target):
+    """For app-log-idle: ``manage.py jsonrpc_log_loader --nice 19`` beside the workers, which only append."""
+    if target != "app-log-idle":
+        return None
+    env = dict(os.environ, BENCH_LOG=TARGETS[target][1], BENCH_TARGET=target, DJANGO_SETTINGS_MODULE="bench.settings")
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "jsonrpc_log_loader", "--nice", "19", "--interval", "0.05"],
+        cwd=HERE.parent, env=env, stdout=subprocess.DEVNULL,
+    )
+
+
+def catch_up(loader, timeout=120.0):
+    """Wait (bounded) until the journal has nothing left to load; return the seconds it took."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from jsonrpc_app.log import journal
+
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if loader.poll() is not None:
+            raise SystemExit("the loader stopped (exit %s)" % loader.returncode)
+        if not journal.status().pending_bytes:
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise SystemExit("the loader did not catch up within %.0f s" % timeout)
+
+
 def wait_ready(url, body, proc, timeout=30.0, server="gunicorn"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -127,6 +156,7 @@ def main(argv=None):
     url = "http://127.0.0.1:%d%s" % (port, path)
     proc = start_gunicorn(port, args.target)
     out = {"target": args.target, "http": {}}
+    loader = start_loader(args.target)
     try:
         for i, name in enumerate(args.workloads.split(",")):
             _label, body, expected, _calls = WORKLOADS[name]
@@ -137,12 +167,27 @@ def main(argv=None):
                 # Unmeasured: until both workers have booted and served, only one answers.
                 run_wrk(url, body, 1, args.connections, args.threads)
                 pids = workers(proc.pid)
+            if loader is not None:
+                catch_up(loader)
             before = cpu_seconds(pids)
+            loader_before = cpu_seconds([loader.pid]) if loader is not None else 0.0
             stats = run_wrk(url, body, args.duration, args.connections, args.threads)
             # The workers' CPU per request: what a busy shared machine disturbs least.
             stats["cpu_us"] = (cpu_seconds(pids) - before) / max(stats["requests"], 1) * 1e6
+            if loader is not None:
+                # The loader beside the workers: how long it took to catch up after
+                # the load, and its CPU per request, during the load and after it.
+                stats["catch_up_s"] = catch_up(loader)
+                stats["loader_cpu_us"] = (cpu_seconds([loader.pid]) - loader_before) / max(stats["requests"], 1) * 1e6
             out["http"][name] = stats
     finally:
+        if loader is not None:
+            loader.send_signal(signal.SIGTERM)
+            try:
+                loader.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                loader.kill()
+                loader.wait()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=15)

@@ -13,8 +13,12 @@ TARGETS = {
     "app-log-bg": ("/rpc/", "2"),
     "app-log-journal": ("/rpc/", "3"),
     "app-log-append": ("/rpc/", "4"),
+    "app-log-idle": ("/rpc/", "4"),
     "modern-rpc": ("/modern-rpc/", "0"),
 }
+# Targets timed over HTTP only: in-process, app-log-idle is app-log-append.
+HTTP_ONLY = {"app-log-idle"}
+INPROCESS_TARGETS = {name: target for name, target in TARGETS.items() if name not in HTTP_ONLY}
 
 # Served by uvicorn (bench.over_asgi), logging off.
 ASGI_TARGETS = {
@@ -36,6 +40,7 @@ LABELS = {
     "app-log-bg": "jsonrpc_app, logging on, background writer",
     "app-log-journal": "jsonrpc_app, logging on, journal (the default)",
     "app-log-append": "jsonrpc_app, logging on, journal, workers only append (loader command)",
+    "app-log-idle": "jsonrpc_app, logging on, journal, workers append, jsonrpc_log_loader --nice 19 beside them",
     "modern-rpc": "django-modern-rpc 2.1.0",
 }
 

@@ -75,6 +75,8 @@ def encode(rows):
 
 _SPLIT_ENVELOPE_NAMES = tuple(name for name in _ENVELOPE_NAMES if name not in split.COUNTED)
 _SPLIT_RAW_NAMES = tuple(name for name in _SPLIT_ENVELOPE_NAMES if name not in ("request_body", "response_body"))
+_split_values = operator.itemgetter(*_SPLIT_ENVELOPE_NAMES)
+_split_raw_values = operator.itemgetter(*_SPLIT_RAW_NAMES)
 _RS = b"\x1e"
 
 
@@ -87,9 +89,9 @@ def encode_split(envelope, fields, raw, request_body=b"", response_body=b""):
     (0x1E, which no JSON text holds outside a string, nor escaped JSON
     inside one), instead of as two of its strings.
     """
-    env = envelope.__dict__
-    names = _SPLIT_RAW_NAMES if raw else _SPLIT_ENVELOPE_NAMES
-    record = {**fields, "e": {name: env[name] for name in names}}
+    names, values = (_SPLIT_RAW_NAMES, _split_raw_values) if raw else (_SPLIT_ENVELOPE_NAMES, _split_values)
+    fields["e"] = dict(zip(names, values(envelope.__dict__)))
+    record = fields
     try:
         head = orjson.dumps(record)
     except TypeError:

@@ -16,9 +16,10 @@ import functools
 import ipaddress
 import logging
 import sys
+import time
 
+from django.conf import settings
 from django.db.models.base import ModelState
-from django.utils import timezone
 
 from .. import protocol
 from ..conf import jsonrpc_settings
@@ -143,7 +144,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
 
     user_id, username = caller(context)
     source = context.source
-    received = timezone.now() - datetime.timedelta(seconds=duration)
+    received = received_at(duration)
 
     calls = []
     redacted_request = {}  # index in the batch -> params as redacted
@@ -224,6 +225,17 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
         and _calls_are_storable(logged, request_text, response_text, username, source)
     )
     return LogRows(env, calls, storable)
+
+
+def received_at(duration):
+    """When the envelope that took ``duration`` seconds until now came in (aware in UTC with USE_TZ, as timezone.now())."""
+    if settings.USE_TZ:
+        return _fromtimestamp(time.time() - duration, _UTC)
+    return _fromtimestamp(time.time() - duration)
+
+
+_fromtimestamp = datetime.datetime.fromtimestamp
+_UTC = datetime.timezone.utc
 
 
 def caller(context):

@@ -25,17 +25,25 @@ occurs in either body (so nothing is redacted). Anything else takes
 jsonrpc_app.log.rows' way: the rows built on the request.
 """
 
-import datetime
 import sys
 
 from django.db.models.base import ModelState
-from django.utils import timezone
 
 from .. import protocol
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope, Outcome
 from .redaction import param_spec, sensitive_keys
-from .rows import LogRows, cap_text, caller, envelope_row, error_columns, method_summary, notification_result, plain
+from .rows import (
+    LogRows,
+    cap_text,
+    caller,
+    envelope_row,
+    error_columns,
+    method_summary,
+    notification_result,
+    plain,
+    received_at,
+)
 
 # A split line's format: a line of format 1 is rows.LogRows' columns as they are.
 FORMAT_VERSION = 2
@@ -54,10 +62,6 @@ def _key_bytes(keys):
     if _keys_cache[0] is not keys:
         _keys_cache[:] = [keys, tuple(k.encode("ascii") for k in keys if k.isascii())]
     return _keys_cache[1]
-
-
-def _plain(body):
-    return body.isascii() and b"\\" not in body and b"\x00" not in body
 
 
 def line(context, records, request_body, response_body, http_status, duration, envelope,
@@ -81,7 +85,12 @@ def line(context, records, request_body, response_body, http_status, duration, e
     limit = settings.LOG_MAX_VALUE_BYTES
     if limit is not None and (len(request_body) > limit or len(response_body) > limit):
         return None
-    if not (_plain(request_body) and _plain(response_body)) or b"null" in response_body:
+    if not (
+        request_body.isascii() and response_body.isascii()
+        and b"\\" not in request_body and b"\\" not in response_body
+        and b"\x00" not in request_body and b"\x00" not in response_body
+        and b"null" not in response_body
+    ):
         return None
     max_digits = sys.get_int_max_str_digits()
     if max_digits and len(response_body) > max_digits and protocol.has_long_digit_run(response_body):
@@ -97,6 +106,8 @@ def line(context, records, request_body, response_body, http_status, duration, e
     tracebacks = None  # position -> traceback text
     answered = with_params = failed = error_members = 0
     name = _UNSEEN
+    # One plain loop: attribute reads of a __slots__ record are what Python
+    # does fastest (map() over attrgetters, column by column, was slower).
     for r in records:
         if r.method != name:
             # The calls of one method share its log and sensitive_params (dispatch sets them).
@@ -142,7 +153,7 @@ def line(context, records, request_body, response_body, http_status, duration, e
                 return None
     # Bodies without a newline go after the line's JSON as they are (no escaping).
     raw = b"\n" not in request_body
-    received = timezone.now() - datetime.timedelta(seconds=duration)
+    received = received_at(duration)
     env = envelope_row(
         context, received, "" if raw else request_body.decode("ascii"), "" if raw else response_body.decode("ascii"),
         http_status, duration, envelope, remote_addr, user_agent, user_id, username, limit,
