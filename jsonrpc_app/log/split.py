@@ -189,50 +189,52 @@ def decode(record, env, shared):
         raise ValueError("a split call log journal line whose bodies do not hold its calls")
     next_answer = iter(answers).__next__
     calls = []
+    append = calls.append
     errors = answered = 0
+    new_call = object.__new__
+    # Every column of Call, as rows.build_rows() sets them: a call that
+    # returned is this template, copied (in C), and seven columns set.
+    template = {
+        "id": None, "envelope_id": None, "outcome": _OK, "error_code": None, "error_message": "",
+        "error_data": None, "traceback": "", "request_id": None, **shared,
+    }
+    copy = template.copy
     for i, element in enumerate(elements):
-        method = element["method"]
-        key = str(i)
-        is_notification = "id" not in element
-        if is_notification:
-            failed, result, code, message, data = unanswered.get(key) or _NOTHING
-            request_id = None
-        else:
+        values = copy()
+        values["_state"] = ModelState()
+        values["position"] = i
+        values["method"] = element["method"][:255]
+        values["params"] = element.get("params")
+        values["duration_ms"] = durations[i] * 1000.0
+        if "id" in element:
+            values["is_notification"] = False
+            values["request_id"] = element["id"]
             try:
                 answer = next_answer()
             except StopIteration:
                 raise ValueError("a split call log journal line with fewer answers than calls") from None
             answered += 1
             error = answer.get("error")
-            failed = error is not None
-            if failed:
-                result, code, message, data = error_columns(error, None, ())
+            if error is None:
+                values["result"] = answer["result"]
             else:
-                result, code, message, data = answer["result"], None, "", None
-            request_id = element["id"]
-        if failed:
-            errors += 1
-        call = object.__new__(Call)
-        # Every column of Call, as rows.build_rows() sets them.
-        call.__dict__ = {
-            "_state": ModelState(),
-            "id": None,
-            "envelope_id": None,
-            "position": i,
-            "method": method[:255],
-            "request_id": request_id,
-            "is_notification": is_notification,
-            "params": element.get("params"),
-            "result": result,
-            "outcome": _ERROR if failed else _OK,
-            "error_code": code,
-            "error_message": message,
-            "error_data": data,
-            "traceback": tracebacks.get(key, ""),
-            "duration_ms": durations[i] * 1000.0,
-            **shared,
-        }
-        calls.append(call)
+                errors += 1
+                values["outcome"] = _ERROR
+                (values["result"], values["error_code"], values["error_message"],
+                 values["error_data"]) = error_columns(error, None, ())
+        else:
+            values["is_notification"] = True
+            key = str(i)
+            failed, values["result"], code, message, data = unanswered.get(key) or _NOTHING
+            if failed:
+                errors += 1
+                values["outcome"] = _ERROR
+                values["error_code"], values["error_message"], values["error_data"] = code, message, data
+        if tracebacks:
+            values["traceback"] = tracebacks.get(str(i), "")
+        call = new_call(Call)
+        call.__dict__ = values
+        append(call)
     if answered != len(answers):
         raise ValueError("a split call log journal line with more answers than calls")
     env["methods"] = method_summary(c.__dict__["method"] for c in calls)
