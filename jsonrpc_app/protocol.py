@@ -90,14 +90,17 @@ class ParsedBody:
     (parse error, empty batch, batch over the limit); ``items`` then is empty.
     """
 
-    __slots__ = ("is_batch", "items", "error", "finite")
+    __slots__ = ("is_batch", "items", "error", "finite", "shallow")
 
-    def __init__(self, is_batch, items, error=None, finite=True):
+    def __init__(self, is_batch, items, error=None, finite=True, shallow=False):
         self.is_batch = is_batch
         self.items = items
         self.error = error
         # False when the body may hold a number beyond a double (see read()).
         self.finite = finite
+        # True when parse() saw that every element is a valid request with no
+        # member but the protocol's and no container but its params (_shallow_batch).
+        self.shallow = shallow
 
     def error_response(self):
         return response(None, error=self.error)
@@ -255,6 +258,7 @@ def parse(body, max_batch=None, max_depth=None):
         return ParsedBody(False, [], PARSE_ERROR_OBJECT)
     is_batch = type(value) is list
     items = None
+    shallow = False
     if max_depth is not None and (is_batch or type(value) is dict):
         # Fewer brackets than the limit cannot nest deeper than it.
         brackets = body.count(b"[") + body.count(b"{") if isinstance(body, bytes) else None
@@ -264,6 +268,7 @@ def parse(body, max_batch=None, max_depth=None):
                 items = [_check(i, item) for i, item in enumerate(value)]
                 if _shallow_batch(value, items, brackets):
                     deep = False
+                    shallow = True
             if deep is None and _too_deep(value, max_depth):
                 return ParsedBody(is_batch, [], _too_deep_error(max_depth))
     if is_batch:
@@ -280,7 +285,7 @@ def parse(body, max_batch=None, max_depth=None):
             )
         if items is None:
             items = [_check(i, item) for i, item in enumerate(value)]
-        return ParsedBody(True, items, None, finite)
+        return ParsedBody(True, items, None, finite, shallow)
     return ParsedBody(False, [_check(0, value)], None, finite)
 
 

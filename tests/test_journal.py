@@ -123,8 +123,11 @@ BODIES = [
     '{"jsonrpc": "2.0", "method": "testapp.big", "params": [1e400], "id": 1}',
     # A sensitive word in a string value: no key, nothing to redact.
     [{"jsonrpc": "2.0", "method": "echo", "params": ["my password is"], "id": 1}],
-    # Not split: a sensitive key in a batch (redacted on the request).
+    # Not split: a sensitive key in a batch (redacted on the request), in
+    # params by name, in a result written from an object (testapp.types).
     [_subtract(1), {"jsonrpc": "2.0", "method": "echo", "params": [{"Token": "t0k3n"}], "id": 2}],
+    [_subtract(i) for i in range(40)] + [{"jsonrpc": "2.0", "method": "testapp.login", "params": {"username": "a", "password": "b"}, "id": "p"}],
+    [_subtract(i) for i in range(40)] + [{"jsonrpc": "2.0", "method": "echo", "params": {"value": {"secret": 1}}, "id": "e"}],
 ]
 # Which of BODIES a split line carries (the others: the rows, built on the request).
 SPLIT = {0, 1} | set(range(9, 14)) | {17, 19, 20, 21, 22}

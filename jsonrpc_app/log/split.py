@@ -48,6 +48,8 @@ from .rows import (
 # A split line's format: a line of format 1 is rows.LogRows' columns as they are.
 FORMAT_VERSION = 2
 _UNSEEN = object()
+# What the response writes as a JSON scalar (None is written null: never split).
+_SCALARS = frozenset((int, float, str, bool, type(None)))
 # A notification that returned None: nothing of it in the line.
 _NOTHING = (False, None, None, "", None)
 _OK, _ERROR = Outcome.OK, Outcome.ERROR
@@ -105,6 +107,7 @@ def line(context, records, request_body, response_body, http_status, duration, e
     unanswered = None  # position -> [failed, result, error code, message, data] of a notification
     tracebacks = None  # position -> traceback text
     answered = with_params = failed = error_members = 0
+    named = nested = False  # dict params; a result or error data that is not a scalar
     name = _UNSEEN
     # One plain loop: attribute reads of a __slots__ record are what Python
     # does fastest (map() over attrgetters, column by column, was slower).
@@ -117,8 +120,11 @@ def line(context, records, request_body, response_body, http_status, duration, e
             spec = param_spec(context, name, keys)
             if spec is not None and spec.names:
                 return None
-        if r.params is not None:
+        params = r.params
+        if params is not None:
             with_params += 1
+            if type(params) is dict:
+                named = True  # its keys are names a sensitive key may be
         if r.is_notification:
             if r.result is not None or r.error is not None:
                 if unanswered is None:
@@ -129,9 +135,15 @@ def line(context, records, request_body, response_body, http_status, duration, e
                     tracebacks[str(r.index)] = cap_text(r.traceback, limit)
         else:
             answered += 1
-            if r.error is not None:
+            error = r.error
+            if error is None:
+                if type(r.result) not in _SCALARS:
+                    nested = True  # a container, or what json_default writes (perhaps an object)
+            else:
                 failed += 1
-                error_members += 2 + ("data" in r.error)
+                error_members += 2 + ("data" in error)
+                if type(error.get("data")) not in _SCALARS:
+                    nested = True
                 if r.traceback:
                     tracebacks = tracebacks or {}
                     tracebacks[str(r.index)] = cap_text(r.traceback, limit)
@@ -140,12 +152,20 @@ def line(context, records, request_body, response_body, http_status, duration, e
     if (http_status == 204) != (answered == 0) or (not envelope.is_batch and n != 1):
         return None
     if keys and not (
-        # No object but the envelope's own and no member but theirs: no key
-        # to redact (a colon or a brace inside a string only sends it to the scan).
-        request_body.count(b"{") == n
-        and request_body.count(b":") == 2 * n + answered + with_params
-        and response_body.count(b"{") == answered + failed
-        and response_body.count(b":") == 3 * answered + error_members
+        # No object but the envelope's own and no member but theirs: no key to
+        # redact. The request: as parse() saw it (shallow, and no params by
+        # name), else told by counting (a colon or a brace inside a string only
+        # sends it to the scan). The response: no result or error data that
+        # holds a container, else counted alike.
+        (
+            (envelope.shallow and not named)
+            or (request_body.count(b"{") == n and request_body.count(b":") == 2 * n + answered + with_params)
+        )
+        and (
+            not nested
+            or (response_body.count(b"{") == answered + failed
+                and response_body.count(b":") == 3 * answered + error_members)
+        )
     ):
         low_request, low_response = request_body.lower(), response_body.lower()
         for key in _key_bytes(keys):
