@@ -78,6 +78,7 @@ def test_an_envelope_row_maintains_one_full_index_besides_its_unique_id():
         (("source", "created_at"), True),
         (("user_id", "created_at"), True),
         (("replay_of_id",), True),
+        (("error_code", "created_at"), True),  # rejected as a whole
     ])
 
 
@@ -270,8 +271,8 @@ ENVELOPE_LIST = [
     ("date hierarchy, one day", {"created_at__year": "YEAR", "created_at__month": "MONTH",
                                  "created_at__day": "DAY"}, "jsonrpc_env_created"),
     ("with errors", {"outcome": "error"}, "jsonrpc_env_failed"),
-    ("rejected as a whole", {"outcome": "invalid"}, "jsonrpc_env_failed"),
-    ("error code", {"error_code": "-32700"}, "jsonrpc_env_failed"),
+    ("rejected as a whole", {"outcome": "invalid"}, "jsonrpc_env_rejected"),
+    ("error code", {"error_code": "-32700"}, "jsonrpc_env_rejected"),
     ("method", {"method": "method.3"}, "jsonrpc_call_method"),
     ("user", {"user": "USER"}, "jsonrpc_env_user_set"),
     ("source admin", {"source__exact": "admin"}, "jsonrpc_env_source_rare"),
