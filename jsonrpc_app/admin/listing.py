@@ -44,8 +44,8 @@ class EstimatedCountPaginator(Paginator):
     A search (``searching``, the admin's ``?q=``) matches text inside rows:
     no index serves it and the planner's estimate of it is a guess, so its
     exact count reads the whole table (5 s on ten million calls). On a large
-    PostgreSQL table a search counts only the rows up to the end of the next
-    page (``page_hint``): the page, and whether there is a next one.
+    PostgreSQL table a search reads only the page asked for (``page_hint``)
+    and one row more: the rows, and whether there is a next page.
     """
 
     estimated = False
@@ -70,12 +70,22 @@ class EstimatedCountPaginator(Paginator):
         return queryset.count()
 
     def _count_up_to_next_page(self, queryset):
-        shown = max(1, self.page_hint) * self.per_page
-        # COUNT(*) over (the list, in its order, LIMIT shown + 1): the index walk stops there.
-        count = queryset[: shown + 1].count()
-        if count > shown:
+        """
+        Read the page asked for and one row more, in the list's order (the
+        index walk stops there): the count is the rows up to it, more than
+        ``at_least`` when that row exists; the page is served from them.
+        """
+        number = max(1, self.page_hint)
+        bottom, shown = (number - 1) * self.per_page, number * self.per_page
+        rows = list(queryset[bottom : shown + 1])
+        self._search_page = (number, rows[: self.per_page])
+        if not rows:
+            # Past the end, or an empty list: counted (at most ``bottom`` rows).
+            return queryset[:bottom].count() if bottom else 0
+        if len(rows) > self.per_page:
             self.at_least = shown
-        return count
+            return shown + 1
+        return bottom + len(rows)
 
     def validate_number(self, number):
         """
@@ -111,6 +121,9 @@ class EstimatedCountPaginator(Paginator):
         reach every row).
         """
         number = self.validate_number(number)
+        searched = getattr(self, "_search_page", None)
+        if searched is not None and searched[0] == number:
+            return self._get_page(searched[1], number, self)
         bottom = (number - 1) * self.per_page
         if self.estimated:
             if number > self.num_pages:
@@ -187,6 +200,11 @@ class LogChangeList(ChangeList):
 
     def get_results(self, request):
         super().get_results(request)
+        searched = getattr(self.paginator, "_search_page", None)
+        if searched is not None and searched[0] == self.page_num:
+            # The rows the search's paginator read already (a list of one page
+            # or none would otherwise be read again, whole, as the queryset).
+            self.result_list = searched[1]
         if self.paginator.at_least:
             # A search counted up to its next page: "Show all" would read every match.
             self.can_show_all = False
@@ -235,7 +253,10 @@ def calendar_hierarchy(cl):
             },
             "choices": [{"title": capfirst(formats.date_format(picked, "MONTH_DAY_FORMAT"))}],
         }
-    first, last = _first_and_last(cl.queryset, field_name)
+    # A search matches text no index holds: its first and last rows would be two
+    # more walks of the table (whole walks for a rare text). A search is offered
+    # the calendar of the whole log (two index lookups).
+    first, last = _first_and_last(cl.root_queryset if cl.query else cl.queryset, field_name)
     if first is None or last is None:
         return {"show": False, "choices": []}
     if isinstance(first, datetime.datetime):
