@@ -6,10 +6,14 @@ millions of rows:
   the planner's estimate (``pg_class.reltuples`` for the unfiltered table,
   the EXPLAIN row estimate for a filtered list) instead of a ``COUNT(*)``
   that reads every row; small lists, and every list elsewhere, are counted;
-- ``CalendarDateHierarchy`` (via ``LogChangeList``): the date drill-down
+  a search of a large PostgreSQL table reads its page and one row more
+  ("more than N"); a page nearer the end than the start is read from the
+  end, in the reverse order, so the last page is a small OFFSET;
+- ``calendar_hierarchy`` (via ``LogChangeList``): the date drill-down
   offers the years, months and days between the list's first and last row
-  (two index lookups, MIN and MAX) rather than the distinct dates of every
-  row, which Django's own hierarchy reads;
+  (ORDER BY ... LIMIT 1 each way: two index walks that stop at the first
+  row) rather than the distinct dates of every row, which Django's own
+  hierarchy reads;
 - the filters' choices (``method_choices``, ``error_code_choices``) come from
   the registry and the usage rollups, never from ``SELECT DISTINCT`` over Call.
 """
