@@ -170,3 +170,30 @@ def test_a_search_that_matches_nothing_says_so(rows, admin_client, monkeypatch):
     searches = [q["sql"] for q in captured if "LIKE" in q["sql"]]
     assert len(searches) == (1 if connection.vendor == "postgresql" else 2), searches
     assert not response.context["cl"].paginator.at_least
+
+
+def test_a_small_list_whose_count_the_planner_costs_high_shows_the_estimate(rows, admin_client, monkeypatch):
+    from jsonrpc_app.admin import listing
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the planner's cost is PostgreSQL's")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE %s, %s" % (Envelope._meta.db_table, Call._meta.db_table))
+    params = {"method": "m3"}  # the envelopes holding m3's calls: a join to count
+    exact = Envelope.objects.filter(calls__method="m3").distinct().count()
+    cost = listing.count_cost(Envelope.objects.filter(pk__in=Call.objects.filter(method="m3").values("envelope_id")))
+    assert cost > 0
+    monkeypatch.setattr(listing, "COST_CHECK_FROM", 10)  # the fixture's ~180 envelopes are worth the question
+    monkeypatch.setattr(listing, "COUNT_COST_FROM", cost * 2)
+    response = admin_client.get(reverse(LISTS[Envelope]), params)
+    assert not response.context["cl"].paginator.estimated and response.context["cl"].result_count == exact
+    monkeypatch.setattr(listing, "COUNT_COST_FROM", cost / 2)
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(reverse(LISTS[Envelope]), params)
+    assert response.context["cl"].paginator.estimated
+    assert "about %d" % response.context["cl"].result_count in response.content.decode()
+    assert not [q for q in captured if q["sql"].startswith("SELECT COUNT(")], captured.captured_queries
+    # The rows shown are the same either way.
+    ids, _ = _page_ids(admin_client, Envelope, params)
+    assert ids == list(Envelope.objects.filter(calls__method="m3").order_by("-created_at", "-id")
+                       .values_list("pk", flat=True)[:PER_PAGE])
