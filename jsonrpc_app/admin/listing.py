@@ -8,7 +8,7 @@ millions of rows:
   that reads every row, and so is a smaller list whose count the planner
   costs high (rows fetched to be joined, not an index read alone); small
   lists, and every list elsewhere, are counted;
-  a search of a large PostgreSQL table reads its page and one row more
+  a search of a large table reads its page and one row more
   ("more than N"); a page nearer the end than the start is read from the
   end, in the reverse order, so the last page is a small OFFSET;
 - ``calendar_hierarchy`` (via ``LogChangeList``): the date drill-down
@@ -58,8 +58,9 @@ class EstimatedCountPaginator(Paginator):
     A search (``searching``, the admin's ``?q=``) matches text inside rows:
     no index serves it and the planner's estimate of it is a guess, so its
     exact count reads the whole table (5 s on ten million calls). On a large
-    PostgreSQL table a search reads only the page asked for (``page_hint``)
-    and one row more: the rows, and whether there is a next page.
+    table (PostgreSQL's estimate; elsewhere the highest id) a search reads
+    only the page asked for (``page_hint``) and one row more: the rows, and
+    whether there is a next page.
     """
 
     estimated = False
@@ -74,7 +75,7 @@ class EstimatedCountPaginator(Paginator):
     def count(self):
         queryset = self.object_list
         if self.searching:
-            size = table_size(queryset)
+            size = table_size(queryset, highest_id=True)
             if size is not None and size >= ESTIMATE_FROM:
                 return self._count_up_to_next_page(queryset)
         estimate = estimated_count(queryset)
@@ -165,11 +166,18 @@ class EstimatedCountPaginator(Paginator):
         return isinstance(queryset, QuerySet) and queryset.ordered and not queryset.query.distinct
 
 
-def table_size(queryset):
-    """The planner's estimate of the rows of ``queryset``'s whole table on PostgreSQL; None elsewhere or unknown."""
+def table_size(queryset, highest_id=False):
+    """
+    The planner's estimate of the rows of ``queryset``'s whole table on
+    PostgreSQL; None elsewhere or unknown. With ``highest_id``, elsewhere the
+    highest id (the rows ever written, at most: one lookup at the end of the
+    primary key).
+    """
     conn = connections[queryset.db]
     if conn.vendor != "postgresql":
-        return None
+        if not highest_id:
+            return None
+        return queryset.model._default_manager.db_manager(queryset.db).aggregate(top=Max("pk"))["top"]
     with conn.cursor() as cursor:
         cursor.execute(
             "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
