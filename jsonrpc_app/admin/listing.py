@@ -7,15 +7,15 @@ millions of rows:
   the EXPLAIN row estimate for a filtered list) instead of a ``COUNT(*)``
   that reads every row, and so is a smaller list whose count the planner
   costs high (rows fetched to be joined, not an index read alone); small
-  lists, and every list elsewhere, are counted;
-  a search of a large table reads its page and one row more
-  ("more than N"); a page nearer the end than the start is read from the
-  end, in the reverse order, so the last page is a small OFFSET;
+  lists, and every list elsewhere, are counted. A search of a large table
+  reads its page and one row more ("more than N"). A page nearer the end
+  than the start is read from the end, in the reverse order, so the last
+  page is a small OFFSET;
 - ``calendar_hierarchy`` (via ``LogChangeList``): the date drill-down
   offers the years, months and days between the list's first and last row
   (on PostgreSQL ORDER BY ... LIMIT 1 each way: two index walks that stop
-  at the first row; MIN and MAX elsewhere) rather than the distinct dates of every row, which Django's own
-  hierarchy reads;
+  at the first row; MIN and MAX elsewhere) rather than the distinct dates
+  of every row, which Django's own hierarchy reads;
 - the filters' choices (``method_choices``, ``error_code_choices``) come from
   the registry and the usage rollups, never from ``SELECT DISTINCT`` over Call.
 """
