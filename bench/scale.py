@@ -6,6 +6,7 @@ pages a staff user opens, and prune a month of it under load.
     python -m bench.scale --db postgres --calls 1000000
     python -m bench.scale --reseed                 # seed again even when the database holds N calls
     python -m bench.scale --no-prune --no-load     # pages only
+    python -m bench.scale --db postgres --no-rollup --no-prune --pages search --pages "last page"
 
 Each database is seeded once (bench.scale_seed: COPY on PostgreSQL,
 executemany() on SQLite) and reused while it holds the same N calls. The
@@ -59,6 +60,10 @@ def main():
     parser.add_argument("--explain", action="store_true",
                         help="print the plans (EXPLAIN ANALYZE) of the slowest queries of each page over its target")
     parser.add_argument("--no-prune", action="store_true")
+    parser.add_argument("--no-rollup", action="store_true",
+                        help="skip jsonrpc_rollup --rebuild (the rollups of a reused log are already built)")
+    parser.add_argument("--pages", action="append", metavar="TEXT",
+                        help="time only the pages whose label contains TEXT (repeatable)")
     parser.add_argument("--no-load", action="store_true", help="prune without the load test beside it")
     parser.add_argument("--load-calls", type=int, default=20_000)
     parser.add_argument("--pg-url", default=os.environ.get("SCALE_PG_URL", "postgres://postgres@127.0.0.1:5432"))
@@ -137,7 +142,10 @@ def stage(args):
         seed = _seed(connection, n_calls, args)
     else:
         say("reusing the seeded log (seeded %s in %.0f s; --reseed to seed again)" % (seed["at"], seed["seconds"]))
-    _rollup(call_command)
+    if args.no_rollup:
+        say("jsonrpc_rollup --rebuild: skipped (--no-rollup)")
+    else:
+        _rollup(call_command)
     rows = time_pages(connection, args)
     print_table("%s, %s calls" % ("PostgreSQL" if pg else "SQLite", format(n_calls, ",")), rows, pg)
     if not args.no_prune:
@@ -309,6 +317,8 @@ def time_pages(connection, args):
     client.get("/admin/")  # the session, the admin's first imports
     rows = []
     for label, url in pages(connection):
+        if args.pages and not any(text in label for text in args.pages):
+            continue
         times, queries, status = [], None, None
         for _ in range(args.repeat):
             try:

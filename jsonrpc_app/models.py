@@ -167,6 +167,11 @@ class Envelope(models.Model):
                 fields=["user", "created_at"], name="jsonrpc_env_user_set", condition=Q(user__isnull=False)
             ),
             models.Index(fields=["created_at"], name="jsonrpc_env_failed", condition=ENVELOPE_HAS_ERRORS),
+            # The bodies rejected whole (one in thousands): the outcome "invalid" and
+            # the error code filters (error_code = N implies the condition).
+            models.Index(
+                fields=["error_code", "created_at"], name="jsonrpc_env_rejected", condition=Q(error_code__isnull=False)
+            ),
             models.Index(
                 fields=["replay_of"], name="jsonrpc_env_replay_of", condition=Q(replay_of__isnull=False)
             ),

@@ -15,7 +15,7 @@ import re
 import pytest
 from django.contrib import admin
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -78,6 +78,7 @@ def test_an_envelope_row_maintains_one_full_index_besides_its_unique_id():
         (("source", "created_at"), True),
         (("user_id", "created_at"), True),
         (("replay_of_id",), True),
+        (("error_code", "created_at"), True),  # rejected as a whole
     ])
 
 
@@ -270,8 +271,8 @@ ENVELOPE_LIST = [
     ("date hierarchy, one day", {"created_at__year": "YEAR", "created_at__month": "MONTH",
                                  "created_at__day": "DAY"}, "jsonrpc_env_created"),
     ("with errors", {"outcome": "error"}, "jsonrpc_env_failed"),
-    ("rejected as a whole", {"outcome": "invalid"}, "jsonrpc_env_failed"),
-    ("error code", {"error_code": "-32700"}, "jsonrpc_env_failed"),
+    ("rejected as a whole", {"outcome": "invalid"}, "jsonrpc_env_rejected"),
+    ("error code", {"error_code": "-32700"}, "jsonrpc_env_rejected"),
     ("method", {"method": "method.3"}, "jsonrpc_call_method"),
     ("user", {"user": "USER"}, "jsonrpc_env_user_set"),
     ("source admin", {"source__exact": "admin"}, "jsonrpc_env_source_rare"),
@@ -514,3 +515,32 @@ def test_a_page_past_the_estimated_end_is_a_page_not_an_error(log, admin_client,
         response = admin_client.get(reverse(LISTS[Call]), {"method": "method.3", "p": page})
         assert response.status_code == 200, page  # not the redirect to ?e=1 of an invalid page
         assert bool(list(response.context["cl"].result_list)) is rows
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0010_indexes_an_existing_logs_rejected_envelopes_and_keeps_its_rows():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("jsonrpc_app", "0009_log_no_fk_constraints")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        OldEnvelope = old.get_model("jsonrpc_app", "Envelope")
+        OldEnvelope.objects.create(call_count=1, methods="m")
+        rejected = OldEnvelope.objects.create(call_count=0, error_code=-32700, error_message="Parse error")
+        planned = connection.vendor in ("sqlite", "postgresql")  # MySQL/MariaDB: no partial index
+        if planned:
+            assert (("error_code", "created_at"), True) not in _indexes(Envelope)
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes("jsonrpc_app"))
+        assert Envelope.objects.count() == 2
+        assert list(Envelope.objects.filter(error_code__isnull=False).values_list("pk", flat=True)) == [rejected.pk]
+        if planned:
+            assert (("error_code", "created_at"), True) in _indexes(Envelope)
+            with transaction.atomic():  # SET LOCAL in _plan
+                plan = plan_of(Envelope.objects.filter(error_code=-32700).order_by("-created_at"))
+            assert reads_through(plan, "jsonrpc_env_rejected"), plan
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        Envelope.objects.all().delete()

@@ -5,11 +5,17 @@ millions of rows:
 - ``EstimatedCountPaginator``: on PostgreSQL, the count of a large list is
   the planner's estimate (``pg_class.reltuples`` for the unfiltered table,
   the EXPLAIN row estimate for a filtered list) instead of a ``COUNT(*)``
-  that reads every row; small lists, and every list elsewhere, are counted;
-- ``CalendarDateHierarchy`` (via ``LogChangeList``): the date drill-down
+  that reads every row, and so is a smaller list whose count the planner
+  costs high (rows fetched to be joined, not an index read alone); small
+  lists, and every list elsewhere, are counted. A search of a large table
+  reads its page and one row more ("more than N"). A page nearer the end
+  than the start is read from the end, in the reverse order, so the last
+  page is a small OFFSET;
+- ``calendar_hierarchy`` (via ``LogChangeList``): the date drill-down
   offers the years, months and days between the list's first and last row
-  (two index lookups, MIN and MAX) rather than the distinct dates of every
-  row, which Django's own hierarchy reads;
+  (on PostgreSQL ORDER BY ... LIMIT 1 each way: two index walks that stop
+  at the first row; MIN and MAX elsewhere) rather than the distinct dates
+  of every row, which Django's own hierarchy reads;
 - the filters' choices (``method_choices``, ``error_code_choices``) come from
   the registry and the usage rollups, never from ``SELECT DISTINCT`` over Call.
 """
@@ -23,7 +29,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import EmptyResultSet
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db import connections
-from django.db.models import Max, Min
+from django.db.models import Max, Min, QuerySet, Subquery
 from django.utils import formats, timezone
 from django.utils.functional import cached_property
 from django.utils.text import capfirst
@@ -34,21 +40,70 @@ from ..models import UsageRollup, Width
 
 # A list whose estimated size is at least this many rows is not counted.
 ESTIMATE_FROM = 100_000
+# Nor a smaller one whose COUNT(*) the planner costs at this or more (its cost
+# units): on 10M calls, the counts an index answers alone cost under 2,000
+# (the 51,000 calls of a user: 30 ms), those that fetch rows to join them cost
+# 200,000 and more (the 50,000 envelopes holding a rare method's calls: 1.4 s).
+COUNT_COST_FROM = 50_000
+# The cost is asked for (one more EXPLAIN) only from this estimated size on:
+# a few thousand rows are counted fast whatever the plan.
+COST_CHECK_FROM = 10_000
 
 
 class EstimatedCountPaginator(Paginator):
-    """A Paginator whose ``count`` of a large PostgreSQL list is an estimate (``estimated`` says so)."""
+    """
+    A Paginator whose ``count`` of a large PostgreSQL list is an estimate
+    (``estimated`` says so), or for a search a lower bound (``at_least``).
+
+    A search (``searching``, the admin's ``?q=``) matches text inside rows:
+    no index serves it and the planner's estimate of it is a guess, so its
+    exact count reads the whole table (5 s on ten million calls). On a large
+    table (PostgreSQL's estimate; elsewhere the highest id) a search reads
+    only the page asked for (``page_hint``) and one row more: the rows, and
+    whether there is a next page.
+    """
 
     estimated = False
+    at_least = None
+
+    def __init__(self, *args, searching=False, page_hint=1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.searching = searching
+        self.page_hint = page_hint
 
     @cached_property
     def count(self):
         queryset = self.object_list
+        if self.searching:
+            size = table_size(queryset, highest_id=True)
+            if size is not None and size >= ESTIMATE_FROM:
+                return self._count_up_to_next_page(queryset)
         estimate = estimated_count(queryset)
-        if estimate is not None and estimate >= ESTIMATE_FROM:
+        if estimate is not None and (
+            estimate >= ESTIMATE_FROM
+            or (estimate >= COST_CHECK_FROM and count_cost(queryset) >= COUNT_COST_FROM)
+        ):
             self.estimated = True
             return estimate
         return queryset.count()
+
+    def _count_up_to_next_page(self, queryset):
+        """
+        Read the page asked for and one row more, in the list's order (the
+        index walk stops there): the count is the rows up to it, more than
+        ``at_least`` when that row exists; the page is served from them.
+        """
+        number = max(1, self.page_hint)
+        bottom, shown = (number - 1) * self.per_page, number * self.per_page
+        rows = list(queryset[bottom : shown + 1])
+        self._search_page = (number, rows[: self.per_page])
+        if not rows:
+            # Past the end, or an empty list: counted (at most ``bottom`` rows).
+            return queryset[:bottom].count() if bottom else 0
+        if len(rows) > self.per_page:
+            self.at_least = shown
+            return shown + 1
+        return bottom + len(rows)
 
     def validate_number(self, number):
         """
@@ -56,7 +111,7 @@ class EstimatedCountPaginator(Paginator):
         more rows than the planner thinks, and a page past the estimate's end
         is a page of rows, or an empty one, never an error (a redirect to ?e=1).
         """
-        if self.count and self.estimated:
+        if self.count and (self.estimated or self.at_least):
             return self._page_number(number)
         return super().validate_number(number)
 
@@ -70,11 +125,84 @@ class EstimatedCountPaginator(Paginator):
         return number
 
     def page(self, number):
+        """
+        The page's rows; a page nearer the list's end than its start is read
+        from the end, in the reverse order (the same index, read the other
+        way) with a small OFFSET, and put back in the list's order: the last
+        page of ten million rows reads 50 index entries, not ten million.
+
+        Counted exactly, every page holds the same rows either way. While the
+        count is an estimate, the pages past the middle count from the end:
+        the last page is the oldest rows (a full page), and a page past the
+        last is empty; when the estimate is off, the pages around the middle
+        may repeat or skip some rows (the filters and the date hierarchy
+        reach every row).
+        """
         number = self.validate_number(number)
-        if not self.estimated:
-            return super().page(number)
+        searched = getattr(self, "_search_page", None)
+        if searched is not None and searched[0] == number:
+            return self._get_page(searched[1], number, self)
         bottom = (number - 1) * self.per_page
-        return self._get_page(self.object_list[bottom : bottom + self.per_page], number, self)
+        if self.estimated:
+            if number > self.num_pages:
+                return self._get_page([], number, self)
+            top = min(bottom + self.per_page, self.count)
+            size = self.per_page
+        else:
+            top = bottom + self.per_page
+            if top + self.orphans >= self.count:
+                top = self.count
+            size = top - bottom
+        from_end = max(0, self.count - top)
+        if from_end < bottom and not self.at_least and self._reversible():
+            rows = list(self.object_list.reverse()[from_end : from_end + size])
+            rows.reverse()
+            return self._get_page(rows, number, self)
+        return self._get_page(self.object_list[bottom : bottom + size], number, self)
+
+    def _reversible(self):
+        """Whether the list is a queryset in a total order (the changelist's: the time, then the id)."""
+        queryset = self.object_list
+        return isinstance(queryset, QuerySet) and queryset.ordered and not queryset.query.distinct
+
+
+def table_size(queryset, highest_id=False):
+    """
+    The planner's estimate of the rows of ``queryset``'s whole table on
+    PostgreSQL; None elsewhere or unknown. With ``highest_id``, elsewhere the
+    highest id (the rows ever written, at most: one lookup at the end of the
+    primary key).
+    """
+    conn = connections[queryset.db]
+    if conn.vendor != "postgresql":
+        if not highest_id:
+            return None
+        return queryset.model._default_manager.db_manager(queryset.db).aggregate(top=Max("pk"))["top"]
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+            [conn.ops.quote_name(queryset.model._meta.db_table)],
+        )
+        row = cursor.fetchone()
+    # -1: never vacuumed nor analyzed (PostgreSQL 14+); 0 may be an empty table.
+    return int(row[0]) if row is not None and row[0] > 0 else None
+
+
+def count_cost(queryset):
+    """The planner's cost of ``SELECT COUNT(*)`` of ``queryset`` (PostgreSQL only); 0 for an unfiltered table."""
+    if not queryset.query.where:
+        return 0
+    conn = connections[queryset.db]
+    try:
+        sql, params = queryset.order_by().values("pk").query.sql_with_params()
+    except EmptyResultSet:
+        return 0
+    with conn.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) SELECT COUNT(*) FROM (%s) jsonrpc_counted" % sql, params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return float(plan[0]["Plan"]["Total Cost"])
 
 
 def estimated_count(queryset):
@@ -82,17 +210,9 @@ def estimated_count(queryset):
     conn = connections[queryset.db]
     if conn.vendor != "postgresql":
         return None
+    if not queryset.query.where:
+        return table_size(queryset)
     with conn.cursor() as cursor:
-        if not queryset.query.where:
-            cursor.execute(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                [conn.ops.quote_name(queryset.model._meta.db_table)],
-            )
-            row = cursor.fetchone()
-            # -1: never vacuumed nor analyzed (PostgreSQL 14+); 0 may be an empty table.
-            if row is not None and row[0] > 0:
-                return int(row[0])
-            return None
         try:
             sql, params = queryset.order_by().values("pk").query.sql_with_params()
         except EmptyResultSet:
@@ -119,6 +239,20 @@ class LogChangeList(ChangeList):
             if first in ("created_at", "-created_at"):
                 ordering[-1] = "-pk" if first.startswith("-") else "pk"
         return ordering
+
+    def get_results(self, request):
+        super().get_results(request)
+        searched = getattr(self.paginator, "_search_page", None)
+        if searched is not None and searched[0] == self.page_num:
+            # The rows the search's paginator read already (a list of one page
+            # or none would otherwise be read again, whole, as the queryset).
+            self.result_list = searched[1]
+        if self.paginator.at_least:
+            # A search counted up to its next page: "Show all" would read every match.
+            self.can_show_all = False
+            if self.show_all:
+                self.show_all = False
+                self.result_list = self.paginator.page(self.page_num).object_list
 
     @cached_property
     def calendar_hierarchy(self):
@@ -161,8 +295,10 @@ def calendar_hierarchy(cl):
             },
             "choices": [{"title": capfirst(formats.date_format(picked, "MONTH_DAY_FORMAT"))}],
         }
-    bounds = cl.queryset.aggregate(first=Min(field_name), last=Max(field_name))
-    first, last = bounds["first"], bounds["last"]
+    # A search matches text no index holds: its first and last rows would be two
+    # more walks of the table (whole walks for a rare text). A search is offered
+    # the calendar of the whole log (two index lookups).
+    first, last = _first_and_last(cl.root_queryset if cl.query else cl.queryset, field_name)
     if first is None or last is None:
         return {"show": False, "choices": []}
     if isinstance(first, datetime.datetime):
@@ -215,6 +351,26 @@ def calendar_hierarchy(cl):
         "back": None,
         "choices": [{"link": link({year_field: y}), "title": str(y)} for y in range(first.year, last.year + 1)],
     }
+
+
+def _first_and_last(queryset, field_name):
+    """
+    The first and last value of ``field_name`` in ``queryset``, in one query.
+    On PostgreSQL, ORDER BY ... LIMIT 1 each way (the last as a subquery),
+    each a walk of the time index from one end that stops at the list's first
+    row there: MIN and MAX walk it so only for a plain table or index, and
+    with a subquery filter (the envelopes holding a method's calls) they
+    aggregated every row, 3 s on ten million calls.
+    """
+    if connections[queryset.db].vendor != "postgresql":
+        # SQLite answers MIN and MAX of such a list from one read of the subquery's
+        # rows (two ORDER BY ... LIMIT 1 read them twice: 0.2 s more on 1M calls).
+        bounds = queryset.aggregate(first=Min(field_name), last=Max(field_name))
+        return bounds["first"], bounds["last"]
+    last = Subquery(queryset.order_by("-" + field_name).values(field_name)[:1])
+    bounds = queryset.order_by(field_name).annotate(jsonrpc_last=last).values_list(field_name, "jsonrpc_last")[:1]
+    row = next(iter(bounds), None)
+    return row if row is not None else (None, None)
 
 
 def _all_dates():

@@ -19,6 +19,7 @@ import json
 
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_list import _boolean_icon
+from django.contrib.admin.views.main import PAGE_VAR, SEARCH_VAR
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
@@ -242,6 +243,18 @@ class LogAdmin(admin.ModelAdmin):
 
     def get_changelist(self, request, **kwargs):
         return LogChangeList
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        # A search counts up to its next page (EstimatedCountPaginator): it needs the page asked for.
+        try:
+            page = int(request.GET.get(PAGE_VAR, 1))
+        except ValueError:
+            page = 1
+        return self.paginator(
+            queryset, per_page, orphans, allow_empty_first_page,
+            searching=bool(request.GET.get(SEARCH_VAR, "").strip()) and bool(self.get_search_fields(request)),
+            page_hint=page,
+        )
 
     def changelist_view(self, request, extra_context=None):
         spool_warning(request)
