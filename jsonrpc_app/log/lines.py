@@ -76,6 +76,9 @@ def encode(rows):
 _SPLIT_ENVELOPE_NAMES = tuple(name for name in _ENVELOPE_NAMES if name not in split.COUNTED)
 _SPLIT_RAW_NAMES = tuple(name for name in _SPLIT_ENVELOPE_NAMES if name not in ("request_body", "response_body"))
 _split_values = operator.itemgetter(*_SPLIT_ENVELOPE_NAMES)
+_ENVELOPE_KEYS = frozenset(_ENVELOPE_NAMES)
+_SPLIT_KEYS = frozenset(_SPLIT_ENVELOPE_NAMES)
+_shared_values = operator.itemgetter(*_SHARED)
 _split_raw_values = operator.itemgetter(*_SPLIT_RAW_NAMES)
 _RS = b"\x1e"
 
@@ -158,11 +161,12 @@ def decode(line):
             env["request_body"], env["response_body"] = (body.decode("ascii") for body in bodies)
         except UnicodeDecodeError:
             raise ValueError("a body after a call log journal line that is not ASCII") from None
-    if len(env) != len(_ENVELOPE_NAMES) or not all(n in env for n in _ENVELOPE_NAMES):
+    if env.keys() != (_SPLIT_KEYS if version == split.FORMAT_VERSION else _ENVELOPE_KEYS):
+        # Written before a migration added a column (it takes its default), or after one dropped it.
         env = {**_ENVELOPE_DEFAULTS, **{k: v for k, v in env.items() if k in _ENVELOPE_DEFAULTS}}
     env["uid"] = uuid.UUID(env["uid"])
     env["created_at"] = _datetime(env["created_at"])
-    shared = {name: env[name] for name in _SHARED}
+    shared = dict(zip(_SHARED, _shared_values(env)))
     if version == split.FORMAT_VERSION:
         try:
             return split.decode(record, env, shared)
