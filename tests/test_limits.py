@@ -391,10 +391,16 @@ def chunked_post(port, chunks, path="/rpc/"):
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(
-            "POST", path, body=iter(chunks), encode_chunked=True,
-            headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-        )
+        try:
+            conn.request(
+                "POST", path, body=iter(chunks), encode_chunked=True,
+                headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+            )
+        except BrokenPipeError:
+            # The server answered a body over the limit and closed before the
+            # client had sent it all (a race a loaded machine wins): its answer
+            # is in the socket already, and is what the test reads.
+            pass
         response = conn.getresponse()
         return response.status, response.read()
     finally:
