@@ -170,14 +170,17 @@ def table_size(queryset, highest_id=False):
     """
     The planner's estimate of the rows of ``queryset``'s whole table on
     PostgreSQL; None elsewhere or unknown. With ``highest_id``, elsewhere the
-    highest id (the rows ever written, at most: one lookup at the end of the
-    primary key).
+    span of the ids, highest less lowest (the rows there can be, at most: one
+    lookup at each end of the primary key; not the highest id alone, which a
+    pruned log, or MySQL's AUTO_INCREMENT after rolled-back inserts, keeps high
+    over few rows).
     """
     conn = connections[queryset.db]
     if conn.vendor != "postgresql":
         if not highest_id:
             return None
-        return queryset.model._default_manager.db_manager(queryset.db).aggregate(top=Max("pk"))["top"]
+        ends = queryset.model._default_manager.db_manager(queryset.db).aggregate(top=Max("pk"), bottom=Min("pk"))
+        return None if ends["top"] is None else ends["top"] - ends["bottom"] + 1
     with conn.cursor() as cursor:
         cursor.execute(
             "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",

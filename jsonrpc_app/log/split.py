@@ -32,6 +32,7 @@ from django.db.models.base import ModelState
 from .. import protocol
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope, Outcome
+from .escaping import escape_json
 from .redaction import param_spec, sensitive_keys
 from .rows import (
     LogRows,
@@ -207,6 +208,9 @@ def decode(record, env, shared):
     answers = (protocol.loads(response) if env["is_batch"] else [protocol.loads(response)]) if response else []
     if type(elements) is not list or len(elements) != len(durations) or type(answers) is not list:
         raise ValueError("a split call log journal line whose bodies do not hold its calls")
+    # A number beyond a double was read as infinity: stored as null, as the
+    # answer writes it (escaping.make_storable leaves lists of numbers alone).
+    finite = not record.get("x")
     next_answer = iter(answers).__next__
     calls = []
     append = calls.append
@@ -224,7 +228,7 @@ def decode(record, env, shared):
         values["_state"] = ModelState()
         values["position"] = i
         values["method"] = element["method"][:255]
-        values["params"] = element.get("params")
+        values["params"] = element.get("params") if finite else escape_json(element.get("params"))
         values["duration_ms"] = durations[i] * 1000.0
         if "id" in element:
             values["is_notification"] = False
