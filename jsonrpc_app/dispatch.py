@@ -367,7 +367,10 @@ async def aexecute(parsed, context):
     sync thread, in order, one hop for all (that hop counts as one task),
     with the invalid elements, unknown methods and ``blocking=False`` methods
     among them, which run at once on the event loop when nothing else goes
-    to that thread.
+    to that thread. Decided first per method named (``_where``): a body with
+    nothing to await is run whole by the sync executor's loop, on the event
+    loop or (one hop) in the sync thread; only a mixed one is placed element
+    by element.
 
     When the task is cancelled (the client went away), the calls still
     running are cancelled, those in the sync thread are let finish and the

@@ -327,7 +327,7 @@ class AsyncJsonRpcView(JsonRpcView):
     The JSON-RPC endpoint as an async view, for ASGI servers (uvicorn, daphne,
     hypercorn): the same options and answers as JsonRpcView, with ``async
     def`` methods awaited on the event loop, sync methods and DRF's policies
-    run in Django's sync thread (``sync_to_async``), and the calls of a batch
+    run in Django's sync thread (the one ``sync_to_async`` uses), and the calls of a batch
     run concurrently (at most ASYNC_CONCURRENCY at once).
 
     Mount it where the project is served by ASGI (``jsonrpc_app.urls_async``);
