@@ -12,7 +12,7 @@ import asyncio
 import time
 from operator import attrgetter
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 
 from . import aio, observe, protocol
 from .conf import jsonrpc_settings
@@ -22,6 +22,7 @@ from .registry import registry as default_registry
 from .serializers import serialize_result, validate_params
 
 _perf = time.perf_counter
+_VERSION = protocol.VERSION
 
 
 class CallRecord:
@@ -107,9 +108,10 @@ def run(request, context, record=None):
     """
     Run one valid Request; return its response dict (None for a notification).
 
-    ``_method_of()`` and ``_succeeded()`` are written out in place here: the
-    sync path is the hot one, and the two calls cost it about 840 machine
-    instructions per call of a batch (callgrind, 9,706 against 10,547).
+    ``_method_of()``, ``_succeeded()`` and ``protocol.response()`` are
+    written out in place here, and a method is called without ``**kwargs``
+    when there are none: the sync path is the hot one (callgrind, per call of
+    a batch: the two helpers 840 machine instructions, the other two 650).
     """
     method = None
     try:
@@ -127,8 +129,10 @@ def run(request, context, record=None):
         if method.is_async:
             # An async def method called from sync code: in an event loop of its own.
             result = async_to_sync(aio.call_async)(method, args, kwargs)
-        else:
+        elif kwargs:
             result = method.func(*args, **kwargs)
+        else:
+            result = method.func(*args)
         if method.result_serializer is not None:
             result = serialize_result(method, result, context)
     except Exception as exc:
@@ -137,7 +141,7 @@ def run(request, context, record=None):
         record.result = result
     if request.is_notification:
         return None
-    return protocol.response(request.id, result)
+    return {"jsonrpc": _VERSION, "result": result, "id": request.id}  # protocol.response(), written out
 
 
 async def arun(request, context, record=None):
@@ -233,16 +237,23 @@ def execute(parsed, context):
     return _in_order(parsed, context)
 
 
-def _in_order(parsed, context):
-    """Run the elements of ``parsed`` one after another, in place; return (response, records)."""
+def _in_order(parsed, context, queue=None):
+    """
+    Run the elements of ``parsed`` one after another, in place; return (response, records).
+
+    ``queue``: a list of the elements to run instead of ``parsed.items``, for
+    the async executor, which stops the loop from the event loop by emptying
+    it (a list's iterator ends at the list's length: no flag to test per call).
+    """
     responses = []
     Request = protocol.Request
+    items = parsed.items if queue is None else queue
     # run itself unless observers are configured (jsonrpc_app.observe).
     call = observe.wrap(run)
     if not context.log:
         # The loop without a call log: nothing to time or record per call.
         append = responses.append
-        for item in parsed.items:
+        for item in items:
             if type(item) is Request:
                 response = call(item, context)
             else:
@@ -254,7 +265,7 @@ def _in_order(parsed, context):
         records = None
     else:
         records = []
-        for item in parsed.items:
+        for item in items:
             record = CallRecord(item)
             if type(item) is Request:
                 start = _perf()
@@ -272,6 +283,31 @@ def _in_order(parsed, context):
     if parsed.is_batch:
         return (responses or None), records
     return (responses[0] if responses else None), records
+
+
+ON_LOOP, IN_THREAD, MIXED = "on the loop", "in the sync thread", "mixed"
+
+
+def _where(names, methods, thread_sensitive):
+    """
+    Where the async executor runs a body whose elements name the methods
+    ``names`` (a set; None for an invalid element): ON_LOOP when none waits or
+    may read the database, IN_THREAD when some must go to Django's sync thread
+    and none is awaited (then all go there, in order), else MIXED (``_placed``
+    says where each goes). Decided per method named, not per element.
+    """
+    where = ON_LOOP
+    for name in names:
+        method = methods.get(name)
+        if method is None or method.runs_on_loop:
+            continue
+        if method.is_async:
+            return MIXED
+        if method.thread_sensitive if method.thread_sensitive is not None else thread_sensitive:
+            where = IN_THREAD
+        else:
+            return MIXED
+    return where
 
 
 def _placed(items, methods, thread_sensitive):
@@ -295,6 +331,31 @@ def _placed(items, methods, thread_sensitive):
     return on_loop, awaited, in_thread
 
 
+async def _in_sync_thread(parsed, context):
+    """
+    ``aexecute()`` of a body with nothing to await: the sync executor's own
+    loop in Django's sync thread, one hop. Cancelled, the call running
+    finishes and the rest are left unrun, recorded as -32007 Call cancelled.
+    """
+    queue = list(parsed.items)
+    done = []
+
+    def in_order():
+        done.append(_in_order(parsed, context, queue))
+
+    try:
+        await aio.in_sync_thread_to_the_end(in_order, on_cancel=queue.clear)
+    except asyncio.CancelledError:
+        records = done[0][1] if done else None
+        if records is not None:
+            for item in parsed.items[len(records):]:
+                record = CallRecord(item)
+                record.error = CallCancelled().as_dict()
+                records.append(record)
+        raise aio.Cancelled(records) from None
+    return done[0]
+
+
 async def aexecute(parsed, context):
     """
     ``execute()`` awaited: the calls of a batch run concurrently, their
@@ -306,7 +367,10 @@ async def aexecute(parsed, context):
     sync thread, in order, one hop for all (that hop counts as one task),
     with the invalid elements, unknown methods and ``blocking=False`` methods
     among them, which run at once on the event loop when nothing else goes
-    to that thread.
+    to that thread. Decided first per method named (``_where``): a body with
+    nothing to await is run whole by the sync executor's loop, on the event
+    loop or (one hop) in the sync thread; only a mixed one is placed element
+    by element.
 
     When the task is cancelled (the client went away), the calls still
     running are cancelled, those in the sync thread are let finish and the
@@ -320,10 +384,13 @@ async def aexecute(parsed, context):
     items = parsed.items
     methods = context.registry._registry
     sensitive = jsonrpc_settings.SYNC_METHOD_THREAD_SENSITIVE
-    on_loop, awaited, in_thread = _placed(items, methods, sensitive)
-    if not awaited and not in_thread:
+    where = _where(set(map(_method_name, items)), methods, sensitive)
+    if where is ON_LOOP:
         # Nothing waits or reads the database: the sync executor's loop, on the event loop.
         return _in_order(parsed, context)
+    if where is IN_THREAD:
+        return await _in_sync_thread(parsed, context)
+    on_loop, awaited, in_thread = _placed(items, methods, sensitive)
     if in_thread and on_loop:
         # The hop to the sync thread is paid anyway: the quick ones go with the
         # others, so that the batch's order is kept among them.
@@ -360,16 +427,10 @@ async def aexecute(parsed, context):
     async def rest():
         group = [items[i] for i in in_thread]
         group_records = [records[i] for i in in_thread] if records is not None else None
-        running = asyncio.ensure_future(
-            sync_to_async(_run_in_places, thread_sensitive=True)(group, group_records, context, stop)
+        # A thread cannot be cancelled: the call it runs finishes, the others are left unrun.
+        responses = await aio.in_sync_thread_to_the_end(
+            _run_in_places, group, group_records, context, stop, on_cancel=lambda: stop.__setitem__(0, True)
         )
-        try:
-            responses = await asyncio.shield(running)
-        except asyncio.CancelledError:
-            # A thread cannot be cancelled: the call it runs finishes, the others are left unrun.
-            stop[0] = True
-            await running
-            raise
         for i, response in zip(in_thread, responses):
             answers[i] = response
 

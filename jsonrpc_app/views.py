@@ -13,7 +13,6 @@ import inspect
 import time
 from typing import Any, ClassVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
@@ -27,7 +26,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from . import log, openrpc, protocol, service
+from . import aio, log, openrpc, protocol, service
 from .conf import jsonrpc_settings
 from .context import CallContext
 from .encoding import json_default
@@ -328,7 +327,7 @@ class AsyncJsonRpcView(JsonRpcView):
     The JSON-RPC endpoint as an async view, for ASGI servers (uvicorn, daphne,
     hypercorn): the same options and answers as JsonRpcView, with ``async
     def`` methods awaited on the event loop, sync methods and DRF's policies
-    run in Django's sync thread (``sync_to_async``), and the calls of a batch
+    run in Django's sync thread (the one ``sync_to_async`` uses), and the calls of a batch
     run concurrently (at most ASYNC_CONCURRENCY at once).
 
     Mount it where the project is served by ASGI (``jsonrpc_app.urls_async``);
@@ -349,7 +348,7 @@ class AsyncJsonRpcView(JsonRpcView):
         if error is None:
             if self.get_permissions() or self.get_throttles() or not _finds_no_one(drf_request, on_event_loop=True):
                 # Authentication may read the session and the user, throttles the cache: not on the loop.
-                error = await sync_to_async(self.endpoint_error, thread_sensitive=True)(drf_request)
+                error = await aio.in_sync_thread(self.endpoint_error, drf_request)
             else:
                 drf_request._not_authenticated()
         error = self._refused(drf_request, context, error)

@@ -402,6 +402,14 @@ def test_uvicorn_serves_sync_and_async_methods_and_the_database(uvicorn_server):
     assert answers[3]["error"]["code"] == -32001
 
 
+def test_uvicorn_runs_a_batch_of_sync_calls_in_one_thread_off_the_loop_with_the_database(uvicorn_server):
+    url, _, _ = uvicorn_server
+    answers = _post(url, [req("testapp.sync_users", id=1), req("subtract", [5, 2], id=2),
+                          req("testapp.whoami_thread", id=3), req("testapp.whoami_thread", id=4)])
+    assert [a["result"] for a in answers[:2]] == [0, 3]
+    assert answers[2]["result"] == answers[3]["result"] != "MainThread"
+
+
 def test_a_client_that_disconnects_mid_batch_cancels_the_calls_still_running(uvicorn_server):
     url, db, port = uvicorn_server
     body = json.dumps([req("testapp.async_sleep", [0.01, "quick"], id="quick"),
