@@ -99,7 +99,7 @@ class ParsedBody:
         # False when the body may hold a number beyond a double (see read()).
         self.finite = finite
         # True when parse() saw that every element is a valid request with no
-        # member but the protocol's and no container but its params (_shallow_batch).
+        # member but the protocol's and no container but its params (_checked).
         self.shallow = shallow
 
     def error_response(self):
@@ -196,54 +196,58 @@ def _too_deep(value, limit):
 _ABSENT = object()
 
 
-def _check(index, value):
-    """Return a Request for a valid request object, else an InvalidItem."""
-    if type(value) is not dict:
-        return InvalidItem(index, None, INVALID_REQUEST_OBJECT, value)
-    id = value.get("id", _ABSENT)
-    if id is _ABSENT:
-        id = None
-        is_notification = True
-    else:
-        # str, number or null; bool is an int in Python but not a JSON number.
-        t = type(id)
-        if not (t is str or t is int or t is float or id is None):
-            return InvalidItem(index, None, INVALID_REQUEST_OBJECT, value)
-        is_notification = False
-    jsonrpc = value.get("jsonrpc")
-    method = value.get("method")
-    params = value.get("params", _ABSENT)
-    if params is _ABSENT:
-        params = None
-    elif type(params) is not list and type(params) is not dict:
-        # An explicit null is not a structured value either.
-        params = _ABSENT
-    if type(jsonrpc) is not str or jsonrpc != VERSION or type(method) is not str or params is _ABSENT:
-        # The id is echoed when it could be read; otherwise it is null.
-        return InvalidItem(index, id, INVALID_REQUEST_OBJECT, value)
-    return Request(index, method, params, id, is_notification)
-
-
-def _shallow_batch(batch, items, brackets):
+def _checked(elements):
     """
-    Return True if ``batch`` is sure to nest at most 3 levels, from counts alone.
-
-    ``brackets`` counts the "[" and "{" of the body, each container's own and
-    any inside strings. When every element is a valid request with no other
-    members, and its params (if any) the only container inside it, the body
-    holds one container per batch, element and params; if that is all the
-    brackets there are, nothing nests deeper. Anything else is left to
-    _too_deep().
+    Return (a Request for each valid request object of ``elements``, else an
+    InvalidItem; the number of containers the body holds if every element
+    is a valid request with no member but the protocol's and no container
+    but its params, else None). One loop for both: a batch's elements are
+    read once (see parse()).
     """
-    known = 1
-    for item, element in zip(items, batch):
-        if type(item) is not Request:
-            return False
-        params = item.params
-        if len(element) != (2 if item.is_notification else 3) + (params is not None):
-            return False
-        known += 1 if params is None else 2
-    return known == brackets
+    items = []
+    append = items.append
+    known = 1  # the batch's own brackets
+    plain = True
+    for index, value in enumerate(elements):
+        if type(value) is not dict:
+            append(InvalidItem(index, None, INVALID_REQUEST_OBJECT, value))
+            plain = False
+            continue
+        id = value.get("id", _ABSENT)
+        if id is _ABSENT:
+            id = None
+            is_notification = True
+            members = 2
+        else:
+            # str, number or null; bool is an int in Python but not a JSON number.
+            t = type(id)
+            if not (t is str or t is int or t is float or id is None):
+                append(InvalidItem(index, None, INVALID_REQUEST_OBJECT, value))
+                plain = False
+                continue
+            is_notification = False
+            members = 3
+        jsonrpc = value.get("jsonrpc")
+        method = value.get("method")
+        params = value.get("params", _ABSENT)
+        if params is _ABSENT:
+            params = None
+            known += 1
+        elif type(params) is list or type(params) is dict:
+            members += 1
+            known += 2
+        else:
+            # An explicit null is not a structured value either.
+            params = _ABSENT
+        if type(jsonrpc) is not str or jsonrpc != VERSION or type(method) is not str or params is _ABSENT:
+            # The id is echoed when it could be read; otherwise it is null.
+            append(InvalidItem(index, id, INVALID_REQUEST_OBJECT, value))
+            plain = False
+            continue
+        if plain and len(value) != members:
+            plain = False
+        append(Request(index, method, params, id, is_notification))
+    return items, (known if plain else None)
 
 
 def _too_deep_error(max_depth):
@@ -265,8 +269,14 @@ def parse(body, max_batch=None, max_depth=None):
         if brackets is None or brackets > max_depth:
             deep = None
             if is_batch and max_depth >= 3 and value and (max_batch is None or len(value) <= max_batch):
-                items = [_check(i, item) for i, item in enumerate(value)]
-                if _shallow_batch(value, items, brackets):
+                # Shallow: when every element is a valid request with no other
+                # members, and its params (if any) the only container inside it,
+                # the body holds one container per batch, element and params; if
+                # that is all the brackets there are (each container's own and
+                # any inside strings), nothing nests deeper than 3. Anything
+                # else is left to _too_deep().
+                items, containers = _checked(value)
+                if containers == brackets:
                     deep = False
                     shallow = True
             if deep is None and _too_deep(value, max_depth):
@@ -284,9 +294,9 @@ def parse(body, max_batch=None, max_depth=None):
                 ),
             )
         if items is None:
-            items = [_check(i, item) for i, item in enumerate(value)]
+            items = _checked(value)[0]
         return ParsedBody(True, items, None, finite, shallow)
-    return ParsedBody(False, [_check(0, value)], None, finite)
+    return ParsedBody(False, _checked((value,))[0], None, finite)
 
 
 def response(id, result=None, error=None):
