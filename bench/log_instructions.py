@@ -25,7 +25,6 @@ warm-up are left out. ``PYTHONHASHSEED=0`` keeps the counts from run to run.
 
 import argparse
 import functools
-import io
 import json
 import os
 import re
@@ -33,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from .workloads import wsgi_environ as _environ
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,16 +44,6 @@ def _bodies():
         [{"jsonrpc": "2.0", "method": "subtract", "params": [i, 1], "id": i} for i in range(100)]
     ).encode()
     return {"single": single, "batch": batch}
-
-
-def _environ(body):
-    return {
-        "REQUEST_METHOD": "POST", "PATH_INFO": "/rpc/", "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80",
-        "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1", "CONTENT_TYPE": "application/json",
-        "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http",
-        "wsgi.errors": sys.stderr, "wsgi.version": (1, 0), "wsgi.multithread": False,
-        "wsgi.multiprocess": False, "wsgi.run_once": False,
-    }
 
 
 def run_one(what, kind, policy, count):

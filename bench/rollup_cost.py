@@ -16,7 +16,6 @@ The target database's log tables are emptied: never point it at a log you want t
 """
 
 import argparse
-import io
 import json
 import os
 import statistics
@@ -30,18 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 
-def _environ(body):
-    return {
-        "REQUEST_METHOD": "POST", "PATH_INFO": "/rpc/", "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80",
-        "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1", "CONTENT_TYPE": "application/json",
-        "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http",
-        "wsgi.errors": sys.stderr, "wsgi.version": (1, 0), "wsgi.multithread": False,
-        "wsgi.multiprocess": False, "wsgi.run_once": False,
-    }
-
-
 def target(calls, rounds, requests, journal_dir):
     sys.path.insert(0, str(ROOT))
+    from bench.workloads import wsgi_environ as _environ
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     os.environ.setdefault("DJANGO_DEBUG", "0")
     import django

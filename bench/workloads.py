@@ -1,6 +1,8 @@
 """The request bodies every target is timed on, and the answers they must give."""
 
+import io
 import json
+import sys
 
 BATCH = 100
 
@@ -81,3 +83,14 @@ WORKLOADS = {
     "typed": ("5 annotated params, single", *_single(_describe)),
     "typed-batch": ("5 annotated params, batch of %d, per call" % BATCH, *_batch(_describe)),
 }
+
+
+def wsgi_environ(body, path="/rpc/"):
+    """The WSGI environ of a POST of ``body`` to ``path``, as gunicorn hands it to Django's WSGIHandler."""
+    return {
+        "REQUEST_METHOD": "POST", "PATH_INFO": path, "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80",
+        "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1", "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr, "wsgi.version": (1, 0), "wsgi.multithread": False,
+        "wsgi.multiprocess": False, "wsgi.run_once": False,
+    }
