@@ -1,5 +1,5 @@
 # The README's two commands: `make run` (the demo) and `make test` (the suite);
-# `make bench` runs the benchmark (README, "Performance").
+# `make bench` runs the benchmark (docs/performance.md).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY = $(VENV)/bin/python
@@ -44,13 +44,13 @@ bench: $(BENCH_VENV)/.installed
 load: $(VENV)/.installed
 	$(PY) -m bench.load_test $(LOAD_ARGS)
 
-# The call log at scale (README, "The log at scale"): the admin pages timed on 10,000,000
+# The call log at scale (docs/scale.md): the admin pages timed on 10,000,000
 # calls on PostgreSQL and 1,000,000 on SQLite, and a month pruned under load. The seeded
 # databases are kept and reused. SCALE_ARGS="--calls 1000000 --reseed"
 scale: $(VENV)/.installed
 	$(PY) -m bench.scale $(SCALE_ARGS)
 
-# The admin pages in a real Chromium; their screenshots go to docs/ for the README.
+# The admin pages in a real Chromium; their screenshots go to docs/ for the Admin page.
 screenshots: $(VENV)/.installed
 	$(PY) -m pytest tests/browser
 	mkdir -p docs

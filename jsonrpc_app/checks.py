@@ -27,7 +27,7 @@ def check_settings(app_configs=None, **kwargs):
         return [
             Error(
                 "The JSONRPC setting must be a dict.",
-                hint="Set JSONRPC = {...} with the keys documented in the README.",
+                hint="Set JSONRPC = {...} with the keys of the settings reference (docs/reference.md).",
                 id="jsonrpc_app.E003",
             )
         ]

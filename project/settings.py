@@ -112,13 +112,13 @@ JSONRPC = {
     "SPOOL_DIR": os.environ.get("JSONRPC_SPOOL_DIR") or None,
     # "journal" (the default: one line appended on the request, loaded into the
     # database off it), "request" (written before the answer) or "background"
-    # (README, "Call log").
+    # (docs/call-log.md).
     "LOG_WRITER": os.environ.get("JSONRPC_LOG_WRITER") or "journal",
     # Where the journal is kept; unset: BASE_DIR / "journal".
     "LOG_JOURNAL_DIR": os.environ.get("JSONRPC_JOURNAL_DIR") or None,
     # "thread" (each worker loads the journal) or "command" (manage.py jsonrpc_log_loader does).
     "LOG_LOADER": os.environ.get("JSONRPC_LOG_LOADER") or "thread",
-    # Usage rollups maintained as calls are written (README, "Usage rollups");
+    # Usage rollups maintained as calls are written (docs/admin.md, "Usage rollups");
     # JSONRPC_USAGE_ROLLUPS=0 turns them off (the benchmarks' comparison).
     "USAGE_ROLLUPS": os.environ.get("JSONRPC_USAGE_ROLLUPS", "1") != "0",
 }

@@ -1,6 +1,6 @@
 """
 Usage rollups (jsonrpc_app.models.UsageRollup, maintained by jsonrpc_app.log.rollup).
-An existing log is rolled up by `manage.py jsonrpc_rollup --rebuild` (README, "Usage rollups").
+An existing log is rolled up by `manage.py jsonrpc_rollup --rebuild` (docs/admin.md, "Usage rollups").
 """
 
 from django.db import migrations, models

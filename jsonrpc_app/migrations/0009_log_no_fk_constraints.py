@@ -3,7 +3,7 @@ The call log's two foreign keys (Call.envelope, Envelope.replay_of) lose
 their database constraints; the fields, their indexes and what the ORM does
 on delete (CASCADE, SET_NULL) stay.
 
-Measured on 10,000,000 calls on PostgreSQL (README, "The log at scale"):
+Measured on 10,000,000 calls on PostgreSQL (docs/scale.md):
 pruning the oldest 30 days (~293,000 envelopes, ~411,000 calls) took about
 10 s with the constraints, about 4 s without: the constraints' triggers check
 every deleted envelope, one query per row and constraint, for calls and

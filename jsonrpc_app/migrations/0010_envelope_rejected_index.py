@@ -3,7 +3,7 @@ A partial index on the envelopes rejected as a whole (``error_code`` set: a
 parse error, an invalid request, one body in thousands), for the envelope
 list's "rejected as a whole" outcome and error code filters.
 
-Measured on 10,000,000 calls on PostgreSQL (README, "The log at scale"):
+Measured on 10,000,000 calls on PostgreSQL (docs/scale.md):
 without it, the list's exact count of those few rows read the whole envelope
 table (``?error_code=-32603`` 1.1 s, ``?outcome=invalid`` 0.46 s). An OK
 envelope does not enter the index, so the log's writers do not pay for it.

@@ -7,7 +7,7 @@ of millions of rows is pruned without one giant transaction or lock.
 
 On PostgreSQL it deletes ranges of envelopes with their calls, a
 transaction each (``_delete_by_ranges``): ~293,000 envelopes and ~411,000
-calls, 30 days out of a 2-year log of 10,000,000 calls, in about 3 s (README,
+calls, 30 days out of a 2-year log of 10,000,000 calls, in about 3 s (docs/scale.md,
 "The log at scale"); elsewhere chunks of ids through the ORM.
 """
 
