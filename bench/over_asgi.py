@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from .over_http import HERE, cpu_seconds, fetch, free_port, run_wrk, wait_ready
+from .over_http import HERE, cpu_seconds, fetch, free_port, run_wrk, stop, wait_ready
 from .workloads import ASGI_TARGETS, LABELS, WORKLOADS
 
 WORKLOAD_NAMES = ("single", "batch")
@@ -41,15 +41,6 @@ def start_uvicorn(port, target):
          "--lifespan", "off"],
         cwd=HERE.parent, env=env, stdout=subprocess.DEVNULL,
     )
-
-
-def stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def load(target, duration, connections=4, threads=1):

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -53,6 +52,16 @@ def start_gunicorn(port, target, workers=2):
         env=env,
         stdout=subprocess.DEVNULL,
     )
+
+
+def stop(proc, timeout=15):
+    """SIGTERM ``proc`` (a server, a loader) and wait; SIGKILL it after ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def start_loader(target):
@@ -182,18 +191,8 @@ def main(argv=None):
             out["http"][name] = stats
     finally:
         if loader is not None:
-            loader.send_signal(signal.SIGTERM)
-            try:
-                loader.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                loader.kill()
-                loader.wait()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            stop(loader, timeout=30)
+        stop(proc)
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 
