@@ -13,8 +13,8 @@ and "all". Counted per request:
 
 - ``request``: the request alone, what the request thread executes (for the
   journal: the append);
-- ``loader``: what ``loader.load_pending()`` executes to write those
-  requests' lines into the database (outside the database server's own
+- ``loader``: what ``loader.load_pending()`` executes, in a thread of its
+  own as in production, to write those requests' lines into the database (outside the database server's own
   process: SQLite's work is counted, PostgreSQL's server is not);
 - ``all``: the two together, issue 13's "all the process's CPU".
 
@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .workloads import wsgi_environ as _environ
@@ -79,17 +80,25 @@ def run_one(what, kind, policy, count):
         b"".join(handler(_environ(body), start_response))
         return acc
 
+    # The loader in a thread of its own, as LOG_LOADER "thread" and the command run it:
+    # its connection (and the driver's statement cache) lasts from load to load, where
+    # each request closes the connections of the thread it runs in (CONN_MAX_AGE 0).
+    own_thread = ThreadPoolExecutor(1)
+
+    def load():
+        own_thread.submit(loader.load_pending).result()
+
     for _ in range(10):  # warm-up: imports, the connection, the journal file, caches
         request(None, None)
-    loader.load_pending()
+    load()
     before = Call.objects.count()
     if what == "request":
         functools.reduce(request, range(count), None)
-        loader.load_pending()
+        load()
     else:
         for _ in range(count):
             request(None, None)
-        functools.reduce(lambda acc, _: loader.load_pending(), range(1), None)
+        own_thread.submit(functools.reduce, lambda acc, _: loader.load_pending(), range(1), None).result()
     logged = Call.objects.count() - before
     expected = 0 if policy == "none" else count * (100 if kind == "batch" else 1)
     if logged != expected:

@@ -33,7 +33,7 @@ from ..models import Call, Envelope
 from . import journal, lines
 from .escaping import _has_exponent_float, dumps as exact_dumps
 from .process import PerProcess
-from . import rollup, sql
+from . import adapt, multirow, rollup
 from .sql import insert_many
 
 logger = logging.getLogger("jsonrpc_app")
@@ -158,7 +158,7 @@ def _insert(rows_list, using):
     conn = connections[using]
     if conn.vendor == "postgresql" and jsonrpc_settings.LOG_LOADER_COPY:
         _copy(conn, rows_list)
-    elif conn.vendor == "sqlite" and _executemany(conn, rows_list):
+    elif conn.vendor == "sqlite" and _insert_sqlite(conn, rows_list):
         pass
     else:
         insert_many(rows_list, using)  # with the rollups (jsonrpc_app.log.sql)
@@ -166,29 +166,29 @@ def _insert(rows_list, using):
     rollup.record(conn, [c for rows in rows_list for c in rows.calls])
 
 
-# -- SQLite: executemany ---------------------------------------------------------------
+# -- SQLite: multi-row INSERTs ---------------------------------------------------------
 
 
-def _executemany(conn, rows_list):
+def _insert_sqlite(conn, rows_list):
     """
     SQLite: each envelope with INSERT ... RETURNING id, then all the calls
-    with one executemany() of a one-row INSERT, on the driver's cursor: one
-    statement prepared once, where a multi-row INSERT of 1,900 rows costs
-    Django a regular expression over its ~32,000 placeholders. Values are
+    in multi-row INSERTs of a few fixed sizes on the driver's cursor
+    (jsonrpc_app.log.multirow), where Django's cursor would cost a regular
+    expression over every placeholder of each statement. Values are
     adapted as the ORM would (jsonrpc_app.log.sql). Return False (having run
     nothing) where that cannot be done (a value is an expression).
     """
-    env_params = [sql.envelope_params(conn, rows.envelope) for rows in rows_list]
+    env_params = [adapt.envelope_params(conn, rows.envelope) for rows in rows_list]
     if any(p is None for p in env_params):
         return False
     calls = [c for rows in rows_list for c in rows.calls]
-    columns = sql.adapted_columns(conn, sql.CALL_FIELDS, calls) if calls else []
+    columns = adapt.adapted_columns(conn, adapt.CALL_FIELDS, calls) if calls else []
     if columns is None:
         return False
     quote = conn.ops.quote_name
-    marks = ", ".join(["?"] * len(sql.ENVELOPE_FIELDS))
+    marks = ", ".join(["?"] * len(adapt.ENVELOPE_FIELDS))
     env_sql = "%s VALUES (%s) RETURNING %s" % (
-        sql.insert_head(conn, Envelope, sql.ENVELOPE_FIELDS), marks, quote(Envelope._meta.pk.column)
+        adapt.insert_head(conn, Envelope, adapt.ENVELOPE_FIELDS), marks, quote(Envelope._meta.pk.column)
     )
     conn.ensure_connection()
     cursor = conn.connection.cursor()
@@ -200,16 +200,14 @@ def _executemany(conn, rows_list):
             rows.envelope.__dict__["id"] = pk
             pks.append(pk)
         if calls:
-            envelope_at = [i for i, f in enumerate(sql.CALL_FIELDS) if f.attname == "envelope_id"][0]
+            envelope_at = [i for i, f in enumerate(adapt.CALL_FIELDS) if f.attname == "envelope_id"][0]
             columns = list(columns)
             ids = []
             for pk, rows in zip(pks, rows_list):
                 ids.extend([pk] * len(rows.calls))
             columns[envelope_at] = ids
-            call_sql = "%s VALUES (%s)" % (
-                sql.insert_head(conn, Call, sql.CALL_FIELDS), ", ".join(["?"] * len(sql.CALL_FIELDS))
-            )
-            cursor.executemany(call_sql, zip(*columns))
+            head = adapt.insert_head(conn, Call, adapt.CALL_FIELDS)
+            multirow.insert(cursor, head, columns, multirow.max_params(conn.connection))
     finally:
         cursor.close()
     for rows in rows_list:

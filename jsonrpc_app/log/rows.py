@@ -149,7 +149,7 @@ def build_rows(context, records, *, request_body=b"", response_body=b"", http_st
     calls = []
     redacted_request = {}  # index in the batch -> params as redacted
     specs = {}  # method name -> its _ParamSpec (or None), looked up once per envelope
-    ok, failed = Outcome.OK, Outcome.ERROR
+    ok, failed = Outcome.OK.value, Outcome.ERROR.value  # plain str (see split._OK)
     # An int result whose str() may be refused (see _too_many_digits), told per call by its bits.
     max_digits = sys.get_int_max_str_digits()
     max_bits = 3 * max_digits if max_digits else None

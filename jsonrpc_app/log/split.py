@@ -53,7 +53,9 @@ _UNSEEN = object()
 _SCALARS = frozenset((int, float, str, bool, type(None)))
 # A notification that returned None: nothing of it in the line.
 _NOTHING = (False, None, None, "", None)
-_OK, _ERROR = Outcome.OK, Outcome.ERROR
+# Plain str, as a row read back holds: the SQLite driver binds a str subclass
+# (the enum member) the slow way, looking for adapters (jsonrpc_app.log.multirow).
+_OK, _ERROR = Outcome.OK.value, Outcome.ERROR.value
 # The envelope columns the loader counts from the calls.
 COUNTED = ("methods", "call_count", "error_count")
 
