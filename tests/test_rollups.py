@@ -314,3 +314,39 @@ def test_rollups_equal_a_recomputation_from_call_after_the_spool_is_replayed(cli
         connections[UNREACHABLE].close()
         del connections[UNREACHABLE]
     assert_rollups_match_call()
+
+
+def _call_by_call(durations):
+    """The histogram, count, sum, min and max of ``durations`` folded one call at a time."""
+    import bisect
+
+    buckets = [0] * len(HISTOGRAM_FIELDS)
+    total = 0.0
+    for ms in durations:
+        ms = ms or 0.0
+        buckets[bisect.bisect_left(HISTOGRAM_BOUNDS_MS, ms)] += 1
+        total += ms
+    values = [ms or 0.0 for ms in durations]
+    return [len(durations), 0, total] + buckets + [min(values), max(values)]
+
+
+def test_runs_of_calls_fold_as_call_by_call_durations_on_every_bucket_bound_included():
+    bounds = list(HISTOGRAM_BOUNDS_MS)
+    durations = [0.0, 0.05, *bounds, *(b + 1e-9 for b in bounds), *(b - 1e-9 for b in bounds), 20000.0]
+    durations.append(None)
+    at = datetime.datetime(2026, 12, 4, 4, 5, 6, 789, tzinfo=datetime.timezone.utc)
+    # Two methods interleaved: runs of a, b, a (a's two runs add up in one row).
+    methods = ["a"] * 20 + ["b"] * 10 + ["a"] * (len(durations) - 30)
+    n = len(durations)
+    columns = {
+        "created_at": [at] * n, "method": methods, "source": ["http"] * n, "outcome": ["ok"] * n,
+        "error_code": [None] * n, "duration_ms": durations, "is_notification": [False] * (n - 1) + [True],
+    }
+    rows = rollup.aggregate_columns(columns)
+    minute = at.replace(second=0, microsecond=0)
+    for method in ("a", "b"):
+        mine = [d for d, m in zip(durations, methods) if m == method]
+        expected = _call_by_call(mine)
+        expected[1] = 1 if method == "a" else 0  # the last call, a notification, is a's
+        for width, start in ((int(Width.MINUTE), minute), (int(Width.HOUR), minute.replace(minute=0)), (int(Width.TOTAL), EPOCH)):
+            assert rows[(width, start, method, "http", False, 0)] == expected, (method, width)

@@ -6,6 +6,7 @@ of logging a batch. Used by jsonrpc_app.log.sql's statements and by the
 loader (jsonrpc_app.log.loader).
 """
 
+import datetime
 import json
 import operator
 import weakref
@@ -141,45 +142,74 @@ def adapted_columns(conn, fields, objs):
     return _adapt(adapters, zip(*rows))
 
 
-def adapt_columns(conn, fields, columns):
+def adapt_columns(conn, fields, columns, typed=frozenset()):
     """
     adapted_columns() for values given column by column already (one
     sequence for each of ``fields``, in order): the loader's split lines
     (jsonrpc_app.log.split.SplitCalls) are read into columns, no Call built.
+    ``typed``: the attnames whose values are known to be of their column's
+    plain types (for a JSON column: read from JSON), whose types are then
+    not looked at.
     """
-    return _adapt(_adapters(conn, fields), columns)
+    return _adapt(_adapters(conn, fields), columns, typed)
 
 
-def _adapt(adapters, columns):
+def _adapt(adapters, columns, typed=frozenset()):
     out = []
-    for (_attname, plain, adapt), column in zip(adapters, columns):
-        if plain and set(map(type, column)) <= plain:
-            out.append(column)
-            continue
-        if adapt is _sqlite_json and set(map(type, column)) <= _JSON_OR_NONE:
-            try:
-                out.append([None if v is None else _dumps(v).decode() for v in column])
-                continue
-            except TypeError:
-                pass  # a value orjson cannot write: one by one, as the ORM would
-        values = []
-        last_in = last_out = None
-        for value in column:
-            t = type(value)
-            if value is None or t in plain:
-                values.append(value)
-            elif value is last_in:
-                values.append(last_out)
-            elif t not in _JSON_TYPES and hasattr(value, "resolve_expression"):
+    for (attname, plain, adapt), column in zip(adapters, columns):
+        known = attname in typed
+        first = column[0] if column else None
+        if not known and type(first) in _SHARED_TYPES and len(column) > 1 and column.count(first) == len(column):
+            # One value for every row (an envelope's time, user, source): adapted once.
+            one = _adapt_column(plain, adapt, column[:1], False)
+            if one is None:
                 return None
-            else:
-                last_in, last_out = value, adapt(value)
-                values.append(last_out)
+            out.append(one * len(column))
+            continue
+        values = _adapt_column(plain, adapt, column, known)
+        if values is None:
+            return None
         out.append(values)
     return out
 
 
+def _adapt_column(plain, adapt, column, known):
+    if plain and (known or set(map(type, column)) <= plain):
+        return column
+    if adapt is _sqlite_json:
+        if column and type(column[0]) is int and set(map(type, column)) == _INT:
+            # A column of ids or results that are integers: their JSON is str(),
+            # without orjson's bytes and their decoding (int beyond 64 bits included,
+            # which orjson refuses and json.dumps writes so).
+            try:
+                return list(map(int.__repr__, column))
+            except ValueError:
+                pass  # beyond the digits str() allows: one by one, as the ORM would
+        elif known or set(map(type, column)) <= _JSON_OR_NONE:
+            try:
+                return [None if v is None else _dumps(v).decode() for v in column]
+            except TypeError:
+                pass  # a value orjson cannot write: one by one, as the ORM would
+    values = []
+    last_in = last_out = None
+    for value in column:
+        t = type(value)
+        if value is None or t in plain:
+            values.append(value)
+        elif value is last_in:
+            values.append(last_out)
+        elif t not in _JSON_TYPES and hasattr(value, "resolve_expression"):
+            return None
+        else:
+            last_in, last_out = value, adapt(value)
+            values.append(last_out)
+    return values
+
+
+# The types of a value that equal ones adapt alike (count() compares with ==).
+_SHARED_TYPES = frozenset({str, int, type(None), datetime.datetime})
 _getters = {}
 _JSON_TYPES = frozenset({dict, list, str, int, float, bool})
 _JSON_OR_NONE = _JSON_TYPES | {type(None)}
+_INT = {int}
 _dumps = orjson.dumps

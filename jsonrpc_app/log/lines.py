@@ -137,7 +137,9 @@ def decode(line):
     bodies = None
     if _RS in line:
         # A split line with its bodies after it (encode_split, raw).
-        line, *bodies = line.rstrip(b"\n").split(_RS)
+        line, *bodies = line.split(_RS)
+        if bodies and bodies[-1].endswith(b"\n"):
+            bodies[-1] = bodies[-1][:-1]
         if len(bodies) != 2:
             raise ValueError("a call log journal line with %d bodies after it" % len(bodies))
     if line.startswith(_EXACT) or line.startswith(b'{"exact":true'):
@@ -169,7 +171,7 @@ def decode(line):
     shared = dict(zip(_SHARED, _shared_values(env)))
     if version == split.FORMAT_VERSION:
         try:
-            return split.decode(record, env, shared)
+            return split.decode(record, env, shared, bodies)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError("a split call log journal line that does not read: %r" % exc) from None
     names = record.get("k")

@@ -70,12 +70,16 @@ def fix_references(rows_list, using):
     keys are DO_NOTHING: a deleted user's id stays, as in rows written before.)
     """
     for model, objects in (
-        (Envelope, [r.envelope for r in rows_list]),
-        (Call, [c for r in rows_list for c in r.calls]),
+        (Envelope, lambda: [r.envelope for r in rows_list]),
+        (Call, lambda: [c for r in rows_list for c in r.calls]),
     ):
-        for f in model._meta.concrete_fields:
-            if not f.is_relation or f.remote_field.on_delete is not SET_NULL:
-                continue
+        fields = [
+            f for f in model._meta.concrete_fields if f.is_relation and f.remote_field.on_delete is SET_NULL
+        ]
+        if not fields:
+            continue  # (Call has none: its calls stay columns where they are)
+        objects = objects()
+        for f in fields:
             wanted = {o.__dict__.get(f.attname) for o in objects} - {None}
             if not wanted:
                 continue
@@ -158,12 +162,35 @@ def _insert(rows_list, using):
     conn = connections[using]
     if conn.vendor == "postgresql" and jsonrpc_settings.LOG_LOADER_COPY:
         _copy(conn, rows_list)
-    elif conn.vendor == "sqlite" and _insert_sqlite(conn, rows_list):
-        pass
-    else:
-        insert_many(rows_list, using)  # with the rollups (jsonrpc_app.log.sql)
+        rollup.record(conn, [c for rows in rows_list for c in rows.calls])
         return
-    rollup.record(conn, [c for rows in rows_list for c in rows.calls])
+    columns = _insert_sqlite(conn, rows_list) if conn.vendor == "sqlite" else None
+    if columns is None:
+        insert_many(rows_list, using)  # with the rollups (jsonrpc_app.log.sql)
+    else:
+        rollup.record_columns(conn, columns)
+
+
+_CALL_NAMES = [f.attname for f in adapt.CALL_FIELDS]
+
+
+def _call_columns(rows_list, ids):
+    """
+    The chunk's calls column by column ({attname: list}), ``envelope_id``
+    from ``ids`` (one per envelope): a split line's columns as they are,
+    other envelopes' from their Call instances.
+    """
+    out = {name: [] for name in _CALL_NAMES}
+    for pk, rows in zip(ids, rows_list):
+        split = rows.columns()
+        if split is not None:
+            for name, values in out.items():
+                values.extend(split.column(name) if name != "envelope_id" else [pk] * split.count)
+        elif rows.calls:
+            dicts = [c.__dict__ for c in rows.calls]
+            for name, values in out.items():
+                values.extend([d[name] for d in dicts] if name != "envelope_id" else [pk] * len(dicts))
+    return out
 
 
 # -- SQLite: multi-row INSERTs ---------------------------------------------------------
@@ -175,16 +202,20 @@ def _insert_sqlite(conn, rows_list):
     in multi-row INSERTs of a few fixed sizes on the driver's cursor
     (jsonrpc_app.log.multirow), where Django's cursor would cost a regular
     expression over every placeholder of each statement. Values are
-    adapted as the ORM would (jsonrpc_app.log.sql). Return False (having run
-    nothing) where that cannot be done (a value is an expression).
+    adapted as the ORM would (jsonrpc_app.log.adapt). Return the calls'
+    columns as they were before adapting (for the rollups), or None
+    (having run nothing) where that cannot be done (a value is an expression).
     """
     env_params = [adapt.envelope_params(conn, rows.envelope) for rows in rows_list]
     if any(p is None for p in env_params):
-        return False
-    calls = [c for rows in rows_list for c in rows.calls]
-    columns = adapt.adapted_columns(conn, adapt.CALL_FIELDS, calls) if calls else []
-    if columns is None:
-        return False
+        return None
+    # Adapted before anything is written; the envelope ids are filled in after.
+    columns = _call_columns(rows_list, [0] * len(rows_list))
+    splits = [rows.columns() for rows in rows_list]
+    typed = frozenset.intersection(*(s.typed for s in splits)) if splits and None not in splits else frozenset()
+    adapted = adapt.adapt_columns(conn, adapt.CALL_FIELDS, [columns[n] for n in _CALL_NAMES], typed)
+    if adapted is None:
+        return None
     quote = conn.ops.quote_name
     marks = ", ".join(["?"] * len(adapt.ENVELOPE_FIELDS))
     env_sql = "%s VALUES (%s) RETURNING %s" % (
@@ -193,27 +224,23 @@ def _insert_sqlite(conn, rows_list):
     conn.ensure_connection()
     cursor = conn.connection.cursor()
     try:
-        pks = []
+        ids = []
         for rows, params in zip(rows_list, env_params):
             cursor.execute(env_sql, params)
             pk = cursor.fetchone()[0]
             rows.envelope.__dict__["id"] = pk
-            pks.append(pk)
-        if calls:
-            envelope_at = [i for i, f in enumerate(adapt.CALL_FIELDS) if f.attname == "envelope_id"][0]
-            columns = list(columns)
-            ids = []
-            for pk, rows in zip(pks, rows_list):
-                ids.extend([pk] * len(rows.calls))
-            columns[envelope_at] = ids
+            ids.extend([pk] * rows.call_count())
+        if ids:
+            adapted = list(adapted)
+            adapted[_CALL_NAMES.index("envelope_id")] = ids
             head = adapt.insert_head(conn, Call, adapt.CALL_FIELDS)
-            multirow.insert(cursor, head, columns, multirow.max_params(conn.connection))
+            multirow.insert(cursor, head, adapted, multirow.max_params(conn.connection))
     finally:
         cursor.close()
     for rows in rows_list:
         rows.envelope._state.adding = False
         rows.envelope._state.db = conn.alias
-    return True
+    return columns
 
 
 # -- PostgreSQL: COPY ---------------------------------------------------------------
@@ -319,7 +346,7 @@ def _load_file(path, using, result, deadline):
             result.written += written
             result.present += present
             result.rejected += len(rejected)
-            result.calls += sum(len(r.calls) for _line, r in items)
+            result.calls += sum(r.call_count() for _line, r in items)
             if deadline is not None and time.monotonic() > deadline:
                 return
         if sealed:

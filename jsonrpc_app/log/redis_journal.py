@@ -117,7 +117,7 @@ def load(using, result, deadline, write_chunk, decode_all):
             result.written += written
             result.present += present
             result.rejected += len(rejected)
-            result.calls += sum(len(r.calls) for _line, r in items)
+            result.calls += sum(r.call_count() for _line, r in items)
             if deadline is not None and time.monotonic() > deadline:
                 return
     except redis.RedisError as exc:

@@ -24,6 +24,7 @@ the same order and never deadlock.
 
 import bisect
 import datetime
+import itertools
 
 import orjson
 from django.db import connections, transaction
@@ -62,44 +63,75 @@ def aggregate(calls, into=None):
     """
     Fold ``calls`` (Call instances, or dicts of their values) into ``into``
     ({key tuple: list of the values of COLUMNS after the key}); return it.
+    """
+    values = [c if type(c) is dict else c.__dict__ for c in calls]
+    return aggregate_columns({name: [v[name] for v in values] for name in COLUMNS_READ}, into)
 
-    One dict lookup per call, for its minute; the minute rows are then
-    folded into their hours and the all-time rows (a few per chunk).
+
+# What aggregate_columns() reads of each call.
+COLUMNS_READ = ("created_at", "method", "source", "outcome", "error_code", "duration_ms", "is_notification")
+
+
+def aggregate_columns(columns, into=None):
+    """
+    aggregate() for calls given column by column: ``columns`` maps each of
+    COLUMNS_READ to a sequence, one value per call (the loader's split
+    lines are read into columns, no Call built).
+
+    The calls come in runs of one key (time, method, source, outcome,
+    error code: a batch's calls share their time, often their method):
+    each run is folded at once, its histogram counted in C; the minute rows
+    are then folded into their hours and the all-time rows (a few per chunk).
     """
     rows = {} if into is None else into
     minutes = {}
-    bisect_left = bisect.bisect_left
     bounds = _BOUNDS
     low, high = _LOW, _HIGH
-    # The minute of the call before: calls come in time order, so most fall
+    durations = columns["duration_ms"]
+    if None in durations:
+        durations = [ms or 0.0 for ms in durations]
+    notifications = columns["is_notification"]
+    keys = zip(*(columns[n] for n in ("created_at", "method", "source", "outcome", "error_code")))
+    # The minute of the run before: calls come in time order, so most fall
     # in it, which two comparisons tell (cheaper than a dict of their times).
     lo = hi = minute = None
-    for c in calls:
-        values = c if type(c) is dict else c.__dict__
-        at = values["created_at"]
+    start = 0
+    for (at, method, source, outcome, code), run in itertools.groupby(keys):
+        end = start + len(list(run))
+        ms, start = durations[start:end], end
         if type(at) is str:
             at = datetime.datetime.fromisoformat(at)
         if lo is None or not (lo <= at < hi):
             lo = at.replace(second=0, microsecond=0)
             hi = lo + _ONE_MINUTE
             minute = _utc(lo)
-        ms = values["duration_ms"] or 0.0
-        if values["outcome"] == "error":
-            key = (minute, values["method"] or "", values["source"], True, values["error_code"] or 0)
+        if outcome == "error":
+            key = (minute, method or "", source, True, code or 0)
         else:
-            key = (minute, values["method"] or "", values["source"], False, 0)
+            key = (minute, method or "", source, False, 0)
         row = minutes.get(key)
         if row is None:
-            row = minutes[key] = [0, 0, 0.0] + [0] * _N_BUCKETS + [ms, ms]
-        row[0] += 1
-        if values["is_notification"]:
-            row[1] += 1
-        row[2] += ms
-        row[3 + bisect_left(bounds, ms)] += 1
-        if ms < row[low]:
-            row[low] = ms
-        if ms > row[high]:
-            row[high] = ms
+            row = minutes[key] = [0, 0, 0.0] + [0] * _N_BUCKETS + [ms[0], ms[0]]
+        row[0] += len(ms)
+        row[1] += sum(map(bool, notifications[end - len(ms):end]))
+        total = row[2]
+        for one in ms:  # in order, one by one: the float sum of call by call (sum() may differ)
+            total += one
+        row[2] = total
+        # A call of d ms goes in the first bucket whose bound is >= d: the
+        # calls up to bound i are bisect_right(ordered, bound i), one bisect a bound.
+        ordered = sorted(ms)
+        below = 0
+        for i, bound in enumerate(bounds):
+            upto = bisect.bisect_right(ordered, bound)
+            row[3 + i] += upto - below
+            below = upto
+        row[3 + len(bounds)] += len(ordered) - below
+        fastest, slowest = ordered[0], ordered[-1]
+        if fastest < row[low]:
+            row[low] = fastest
+        if slowest > row[high]:
+            row[high] = slowest
     for (minute, method, source, error, code), row in minutes.items():
         hour = minute.replace(minute=0)
         for key in ((_MINUTE, minute, method, source, error, code), (_HOUR, hour, method, source, error, code),
@@ -291,6 +323,12 @@ def record(conn, calls):
     """Add ``calls`` (just written, in the caller's transaction on ``conn``) to the rollups."""
     if calls and enabled():
         write(conn, aggregate(calls))
+
+
+def record_columns(conn, columns):
+    """record() for calls given column by column (see aggregate_columns())."""
+    if columns["method"] and enabled():
+        write(conn, aggregate_columns(columns))
 
 
 # -- from Call ---------------------------------------------------------------------

@@ -55,12 +55,33 @@ class LogRows:
     the calls needs escaping.make_storable() (see _calls_are_storable()).
     """
 
-    __slots__ = ("envelope", "calls", "calls_storable")
+    __slots__ = ("envelope", "_calls", "calls_storable", "split")
 
-    def __init__(self, envelope, calls, calls_storable=False):
+    def __init__(self, envelope, calls, calls_storable=False, split=None):
         self.envelope = envelope
-        self.calls = calls
+        self._calls = calls
         self.calls_storable = calls_storable
+        # A split line's calls as columns (jsonrpc_app.log.split.SplitCalls), until asked for as rows.
+        self.split = split
+
+    @property
+    def calls(self):
+        """The Call instances (a split line's made from its columns when first asked for)."""
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = self.split.materialize()
+        return calls
+
+    @calls.setter
+    def calls(self, calls):
+        self._calls = calls
+
+    def call_count(self):
+        return len(self._calls) if self._calls is not None else self.split.count
+
+    def columns(self):
+        """The split calls' columns while no Call instance was made (None once one was)."""
+        return self.split if self._calls is None else None
 
     def as_dict(self):
         """Return the rows as JSON-able data (for messages and spools)."""

@@ -25,7 +25,9 @@ occurs in either body (so nothing is redacted). Anything else takes
 jsonrpc_app.log.rows' way: the rows built on the request.
 """
 
+import operator
 import sys
+from itertools import repeat
 
 from django.db.models.base import ModelState
 
@@ -192,49 +194,127 @@ def line(context, records, request_body, response_body, http_status, duration, e
     return env, fields, raw
 
 
-def decode(record, env, shared):
+class SplitCalls:
+    """
+    The calls of a split line column by column, as decode() reads them: one
+    list for each column that differs from call to call, one value for each
+    column they share (``constants``). The loader writes them as they are
+    (jsonrpc_app.log.loader, on SQLite); ``materialize()`` makes the Call
+    instances anything else asks for (rows.LogRows.calls), the same values.
+    Columns of str, int and float hold no object the garbage collector
+    tracks, where a chunk of Call instances, their dicts and states did.
+    """
+
+    __slots__ = ("count", "columns", "constants", "typed")
+
+    def __init__(self, count, columns, constants, typed):
+        self.count = count
+        self.columns = columns
+        self.constants = constants
+        # The columns whose values are of their field's plain type (for a JSON
+        # field: read from JSON) by the way decode() made them, whatever the
+        # line holds: their types need no look (jsonrpc_app.log.adapt).
+        self.typed = typed
+
+    def column(self, attname):
+        """The values of column ``attname``, one per call."""
+        values = self.columns.get(attname)
+        if values is None:
+            return [self.constants[attname]] * self.count
+        return values
+
+    def materialize(self):
+        names = list(self.columns)
+        template = dict(self.constants, id=None, envelope_id=None)
+        copy, new_call, calls = template.copy, object.__new__, []
+        for row in zip(*(self.columns[n] for n in names)):
+            values = copy()
+            values.update(zip(names, row))
+            values["_state"] = ModelState()
+            call = new_call(Call)
+            call.__dict__ = values
+            calls.append(call)
+        return calls
+
+
+# What every call of a split line shares unless told otherwise: a call that returned.
+_CONSTANTS = {
+    "outcome": _OK, "error_code": None, "error_message": "", "error_data": None, "traceback": "",
+    "is_notification": False,
+}
+# Typed whatever the line holds (see SplitCalls.typed): made by decode() (the
+# position, the flags, the outcome), read from JSON for a JSON column, or
+# multiplied by a float. The method is not (a corrupt line may hold a list
+# there), nor, read from the line, a notification's error or a traceback.
+_TYPED = frozenset({"position", "params", "duration_ms", "request_id", "result", "is_notification", "outcome",
+                    "error_data"})
+_TYPED_ALL_RETURNED = _TYPED | {"error_code", "error_message", "traceback"}  # the constants of _CONSTANTS
+_get_method = operator.itemgetter("method")
+_get_id = operator.itemgetter("id")
+_get_result = operator.itemgetter("result")
+
+
+def decode(record, env, shared, bodies=None):
     """
     Return the rows.LogRows of a split line (``record``), its envelope's
     columns ``env`` read already and ``shared`` the columns each call copies
-    from it; raise ValueError when the bodies do not hold the calls the line
-    says they do.
+    from it, ``bodies`` the request and response bodies as the line holds
+    them after its JSON (bytes), if it does; raise ValueError when the bodies
+    do not hold the calls the line says they do.
     """
     durations = record.get("s")
     unanswered = record.get("n") or {}
     tracebacks = record.get("t") or {}
     if type(durations) is not list or type(unanswered) is not dict or type(tracebacks) is not dict:
         raise ValueError("a split call log journal line without its durations")
-    requests = protocol.loads(env["request_body"])
+    request, response = bodies if bodies is not None else (env["request_body"], env["response_body"])
+    requests = protocol.loads(request)
     elements = requests if env["is_batch"] else [requests]
-    response = env["response_body"]
     answers = (protocol.loads(response) if env["is_batch"] else [protocol.loads(response)]) if response else []
-    if type(elements) is not list or len(elements) != len(durations) or type(answers) is not list:
+    n = len(durations)
+    if type(elements) is not list or len(elements) != n or type(answers) is not list:
         raise ValueError("a split call log journal line whose bodies do not hold its calls")
     # A number beyond a double was read as infinity: stored as null, as the
     # answer writes it (escaping.make_storable leaves lists of numbers alone).
     finite = not record.get("x")
-    next_answer = iter(answers).__next__
-    calls = []
-    append = calls.append
-    errors = answered = 0
-    new_call = object.__new__
-    # Every column of Call, as rows.build_rows() sets them: a call that
-    # returned is this template, copied (in C), and seven columns set.
-    template = {
-        "id": None, "envelope_id": None, "outcome": _OK, "error_code": None, "error_message": "",
-        "error_data": None, "traceback": "", "request_id": None, **shared,
+    params = list(map(dict.get, elements, repeat("params", n)))
+    columns = {
+        "position": list(range(n)),
+        "method": [m[:255] for m in map(_get_method, elements)],
+        "params": params if finite else list(map(escape_json, params)),
+        "duration_ms": [d * 1000.0 for d in durations],
     }
-    copy = template.copy
+    constants = dict(_CONSTANTS, **shared)
+    if (
+        len(answers) == n and not unanswered and not tracebacks
+        and not any(map(dict.__contains__, answers, repeat("error", n)))
+    ):
+        # Every element a call that returned (the usual batch): whole columns at once.
+        columns["request_id"] = list(map(_get_id, elements))
+        columns["result"] = list(map(_get_result, answers))
+        errors, typed = 0, _TYPED_ALL_RETURNED
+    else:
+        errors, typed = _by_call(columns, constants, elements, answers, unanswered, tracebacks, n), _TYPED
+    env["methods"] = method_summary(columns["method"])
+    env["call_count"] = n
+    env["error_count"] = errors
+    envelope = object.__new__(Envelope)
+    env["_state"] = ModelState()
+    env["id"] = None
+    envelope.__dict__ = env
+    storable = not unanswered and not tracebacks and not record.get("x")
+    return LogRows(envelope, None, calls_storable=storable, split=SplitCalls(n, columns, constants, typed))
+
+
+def _by_call(columns, constants, elements, answers, unanswered, tracebacks, n):
+    """Fill the columns a call at a time (notifications, errors, tracebacks); return the errors."""
+    request_id, notification, result = [None] * n, [False] * n, [None] * n
+    outcome, code, message, data, trace = [_OK] * n, [None] * n, [""] * n, [None] * n, [""] * n
+    next_answer = iter(answers).__next__
+    errors = answered = 0
     for i, element in enumerate(elements):
-        values = copy()
-        values["_state"] = ModelState()
-        values["position"] = i
-        values["method"] = element["method"][:255]
-        values["params"] = element.get("params") if finite else escape_json(element.get("params"))
-        values["duration_ms"] = durations[i] * 1000.0
         if "id" in element:
-            values["is_notification"] = False
-            values["request_id"] = element["id"]
+            request_id[i] = element["id"]
             try:
                 answer = next_answer()
             except StopIteration:
@@ -242,33 +322,26 @@ def decode(record, env, shared):
             answered += 1
             error = answer.get("error")
             if error is None:
-                values["result"] = answer["result"]
+                result[i] = answer["result"]
             else:
                 errors += 1
-                values["outcome"] = _ERROR
-                (values["result"], values["error_code"], values["error_message"],
-                 values["error_data"]) = error_columns(error, None, ())
+                outcome[i] = _ERROR
+                result[i], code[i], message[i], data[i] = error_columns(error, None, ())
         else:
-            values["is_notification"] = True
-            key = str(i)
-            failed, values["result"], code, message, data = unanswered.get(key) or _NOTHING
+            notification[i] = True
+            failed, result[i], code_i, message_i, data_i = unanswered.get(str(i)) or _NOTHING
             if failed:
                 errors += 1
-                values["outcome"] = _ERROR
-                values["error_code"], values["error_message"], values["error_data"] = code, message, data
+                outcome[i] = _ERROR
+                code[i], message[i], data[i] = code_i, message_i, data_i
         if tracebacks:
-            values["traceback"] = tracebacks.get(str(i), "")
-        call = new_call(Call)
-        call.__dict__ = values
-        append(call)
+            trace[i] = tracebacks.get(str(i), "")
     if answered != len(answers):
         raise ValueError("a split call log journal line with more answers than calls")
-    env["methods"] = method_summary(c.__dict__["method"] for c in calls)
-    env["call_count"] = len(calls)
-    env["error_count"] = errors
-    envelope = object.__new__(Envelope)
-    env["_state"] = ModelState()
-    env["id"] = None
-    envelope.__dict__ = env
-    storable = not unanswered and not tracebacks and not record.get("x")
-    return LogRows(envelope, calls, calls_storable=storable)
+    columns.update(
+        request_id=request_id, is_notification=notification, result=result, outcome=outcome,
+        error_code=code, error_message=message, error_data=data, traceback=trace,
+    )
+    for name in ("is_notification", "outcome", "error_code", "error_message", "error_data", "traceback"):
+        del constants[name]
+    return errors
