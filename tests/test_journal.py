@@ -193,6 +193,30 @@ def test_a_split_line_holds_no_call_row_only_the_bodies_and_a_duration_per_call(
         "subtract, testapp.boom", 4, 1)
 
 
+def test_a_split_lines_durations_are_loaded_to_the_last_bit(use_journal, post, journal_dir):
+    post([_subtract(i) for i in range(70)])
+    (line,) = _journal_lines(journal_dir)
+    seconds = json.loads(line.split(b"\x1e")[0])["s"]
+    assert loader.load_pending().written == 1
+    stored = list(Call.objects.order_by("position").values_list("duration_ms", flat=True))
+    assert stored == [s * 1000.0 for s in seconds]
+
+
+def test_a_split_line_with_a_method_that_is_no_string_never_stops_the_loader(use_journal, post, journal_dir):
+    post([_subtract(1), _subtract(2)])
+    (line,) = _journal_lines(journal_dir)
+    head, request_body, response_body = line.split(b"\x1e")
+    tampered = request_body.replace(b'"method": "subtract"', b'"method": ["subtract"]', 1)
+    for path in journal.journals(journal_dir):
+        path.write_bytes(b"\x1e".join([head, tampered, response_body]) + b"\n")
+    post(_subtract(3))  # a good line after it
+    result = loader.load_pending()
+    assert result.error is None
+    # The tampered line is stored (its method as text, as the ORM writes a list to a CharField) or set aside.
+    assert result.written + result.rejected == 2
+    assert Envelope.objects.filter(is_batch=False).count() == 1  # the good line
+
+
 def test_a_split_line_whose_bodies_do_not_hold_its_calls_is_refused_not_misread(use_journal, post, journal_dir):
     post([_subtract(1), _subtract(2)])
     (line,) = _journal_lines(journal_dir)

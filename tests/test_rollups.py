@@ -330,14 +330,16 @@ def _call_by_call(durations):
     return [len(durations), 0, total] + buckets + [min(values), max(values)]
 
 
-def test_runs_of_calls_fold_as_call_by_call_durations_on_every_bucket_bound_included():
+@pytest.mark.parametrize("run", [1, 3, 20])
+def test_runs_of_calls_fold_as_call_by_call_durations_on_every_bucket_bound_included(run):
     bounds = list(HISTOGRAM_BOUNDS_MS)
     durations = [0.0, 0.05, *bounds, *(b + 1e-9 for b in bounds), *(b - 1e-9 for b in bounds), 20000.0]
     durations.append(None)
     at = datetime.datetime(2026, 12, 4, 4, 5, 6, 789, tzinfo=datetime.timezone.utc)
-    # Two methods interleaved: runs of a, b, a (a's two runs add up in one row).
-    methods = ["a"] * 20 + ["b"] * 10 + ["a"] * (len(durations) - 30)
+    # Two methods interleaved in runs of ``run`` calls (short runs and long are folded apart;
+    # a method's runs add up in one row); the last call is a's.
     n = len(durations)
+    methods = [("a", "b")[(n - 1 - i) // run % 2] for i in range(n)]
     columns = {
         "created_at": [at] * n, "method": methods, "source": ["http"] * n, "outcome": ["ok"] * n,
         "error_code": [None] * n, "duration_ms": durations, "is_notification": [False] * (n - 1) + [True],

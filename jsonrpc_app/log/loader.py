@@ -26,7 +26,7 @@ import time
 
 import orjson
 from django.db import IntegrityError, InterfaceError, OperationalError, connections, transaction
-from django.db.models import SET_NULL
+from django.db.models import SET_NULL, DateTimeField, FloatField
 
 from ..conf import jsonrpc_settings
 from ..models import Call, Envelope
@@ -161,8 +161,7 @@ def _insert(rows_list, using):
     """Write the chunk's rows and add its calls to the usage rollups, in the caller's transaction."""
     conn = connections[using]
     if conn.vendor == "postgresql" and jsonrpc_settings.LOG_LOADER_COPY:
-        _copy(conn, rows_list)
-        rollup.record(conn, [c for rows in rows_list for c in rows.calls])
+        rollup.record_columns(conn, _copy(conn, rows_list))
         return
     columns = _insert_sqlite(conn, rows_list) if conn.vendor == "sqlite" else None
     if columns is None:
@@ -198,16 +197,19 @@ def _call_columns(rows_list, ids):
 
 def _insert_sqlite(conn, rows_list):
     """
-    SQLite: each envelope with INSERT ... RETURNING id, then all the calls
-    in multi-row INSERTs of a few fixed sizes on the driver's cursor
-    (jsonrpc_app.log.multirow), where Django's cursor would cost a regular
-    expression over every placeholder of each statement. Values are
-    adapted as the ORM would (jsonrpc_app.log.adapt). Return the calls'
-    columns as they were before adapting (for the rollups), or None
-    (having run nothing) where that cannot be done (a value is an expression).
+    SQLite: the envelopes, then all the calls, in multi-row INSERTs of a few
+    fixed sizes on the driver's cursor (jsonrpc_app.log.multirow), where
+    Django's cursor would cost a regular expression over every placeholder
+    of each statement; the envelopes' new ids come back by RETURNING, told
+    apart by their uids. Values are adapted as the ORM would
+    (jsonrpc_app.log.adapt). Return the calls' columns as they were before
+    adapting (for the rollups), or None (having run nothing) where that
+    cannot be done (a value is an expression; a SQLite before 3.35).
     """
-    env_params = [adapt.envelope_params(conn, rows.envelope) for rows in rows_list]
-    if any(p is None for p in env_params):
+    if not conn.features.can_return_columns_from_insert:
+        return None
+    envelopes = adapt.adapted_columns(conn, adapt.ENVELOPE_FIELDS, [rows.envelope for rows in rows_list])
+    if envelopes is None:
         return None
     # Adapted before anything is written; the envelope ids are filled in after.
     columns = _call_columns(rows_list, [0] * len(rows_list))
@@ -217,30 +219,33 @@ def _insert_sqlite(conn, rows_list):
     if adapted is None:
         return None
     quote = conn.ops.quote_name
-    marks = ", ".join(["?"] * len(adapt.ENVELOPE_FIELDS))
-    env_sql = "%s VALUES (%s) RETURNING %s" % (
-        adapt.insert_head(conn, Envelope, adapt.ENVELOPE_FIELDS), marks, quote(Envelope._meta.pk.column)
-    )
     conn.ensure_connection()
+    max_params = multirow.max_params(conn.connection)
     cursor = conn.connection.cursor()
     try:
+        returned = multirow.insert(
+            cursor, adapt.insert_head(conn, Envelope, adapt.ENVELOPE_FIELDS), envelopes, max_params,
+            returning="%s, %s" % (quote(Envelope._meta.pk.column), quote(_UID_COLUMN)),
+        )
+        pk_of = {uid: pk for pk, uid in returned}
         ids = []
-        for rows, params in zip(rows_list, env_params):
-            cursor.execute(env_sql, params)
-            pk = cursor.fetchone()[0]
-            rows.envelope.__dict__["id"] = pk
+        for rows, uid in zip(rows_list, envelopes[_UID_AT]):
+            pk = rows.envelope.__dict__["id"] = pk_of[uid]
             ids.extend([pk] * rows.call_count())
         if ids:
             adapted = list(adapted)
             adapted[_CALL_NAMES.index("envelope_id")] = ids
-            head = adapt.insert_head(conn, Call, adapt.CALL_FIELDS)
-            multirow.insert(cursor, head, adapted, multirow.max_params(conn.connection))
+            multirow.insert(cursor, adapt.insert_head(conn, Call, adapt.CALL_FIELDS), adapted, max_params)
     finally:
         cursor.close()
     for rows in rows_list:
         rows.envelope._state.adding = False
         rows.envelope._state.db = conn.alias
     return columns
+
+
+_UID_AT = [f.attname for f in adapt.ENVELOPE_FIELDS].index("uid")
+_UID_COLUMN = Envelope._meta.get_field("uid").column
 
 
 # -- PostgreSQL: COPY ---------------------------------------------------------------
@@ -263,10 +268,51 @@ def _json_text(value):
     return data.decode()
 
 
+def _json_texts(column):
+    """The JSON texts of a JSON column's values (None for SQL NULL); ints as str() writes them (as orjson)."""
+    if column and type(column[0]) is int and set(map(type, column)) == _INT:
+        try:
+            return list(map(int.__repr__, column))
+        except ValueError:
+            pass  # beyond the digits str() allows
+    return [None if v is None else _json_text(v) for v in column]
+
+
+def _datetime_texts(column):
+    """
+    str() of each datetime, as psycopg's COPY writes one, made once for each
+    run of one value (a batch's calls share their envelope's time): a
+    datetime's str() is a fifth of what COPY costs the loader otherwise.
+    """
+    out, last, text = [], None, None
+    append = out.append
+    for value in column:
+        if value is not last:
+            last, text = value, value if value is None or type(value) is str else str(value)
+        append(text)
+    return out
+
+
+_INT = {int}
+_CALL_TIMES = frozenset(f.attname for f in _CALL_FIELDS if isinstance(f, DateTimeField))
+# A duration's text for COPY: 17 significant digits read back as the same double
+# (psycopg writes repr(), the shortest such text, at twice the cost).
+_CALL_FLOATS = frozenset(f.attname for f in _CALL_FIELDS if isinstance(f, FloatField))
+_FLOAT_TEXT = "%.17g".__mod__
+
+
+def _float_texts(column):
+    if None in column:
+        return [None if v is None else _FLOAT_TEXT(v) for v in column]
+    return list(map(_FLOAT_TEXT, column))
+
+
 def _copy(conn, rows_list):
     """
     COPY the envelopes and their calls: their ids taken from the envelope
     table's sequence first (one query), so that the calls can name them.
+    The calls go column by column (a split line's as decode() read them);
+    return those columns (for the rollups).
     """
     quote = conn.ops.quote_name
     table = Envelope._meta.db_table
@@ -286,23 +332,24 @@ def _copy(conn, rows_list):
                 values = rows.envelope.__dict__
                 values["id"] = pk
                 write([pk] + [values[n] for n in env_names])
-        call_names = [f.attname for f in _CALL_FIELDS]
-        json_at = [i for i, n in enumerate(call_names) if n in _CALL_JSON]
-        columns = ", ".join(quote(f.column) for f in _CALL_FIELDS)
-        with raw.copy("COPY %s (%s) FROM STDIN" % (quote(Call._meta.db_table), columns)) as copy:
+        columns = _call_columns(rows_list, ids)
+        names = [f.attname for f in _CALL_FIELDS]
+        values = [
+            _json_texts(columns[n]) if n in _CALL_JSON
+            else _datetime_texts(columns[n]) if n in _CALL_TIMES
+            else _float_texts(columns[n]) if n in _CALL_FLOATS
+            else columns[n]
+            for n in names
+        ]
+        call_columns = ", ".join(quote(f.column) for f in _CALL_FIELDS)
+        with raw.copy("COPY %s (%s) FROM STDIN" % (quote(Call._meta.db_table), call_columns)) as copy:
             write = copy.write_row
-            for pk, rows in zip(ids, rows_list):
-                for c in rows.calls:
-                    values = c.__dict__
-                    values["envelope_id"] = pk
-                    row = [values[n] for n in call_names]
-                    for i in json_at:
-                        if row[i] is not None:
-                            row[i] = _json_text(row[i])
-                    write(row)
+            for row in zip(*values):
+                write(row)
     for rows in rows_list:
         rows.envelope._state.adding = False
         rows.envelope._state.db = conn.alias
+    return columns
 
 
 # -- the file journal ------------------------------------------------------------------

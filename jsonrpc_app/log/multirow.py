@@ -45,16 +45,20 @@ def _constant(column, first):
     return column.count(first) == len(column)
 
 
-def insert(cursor, head, columns, max_params):
+def insert(cursor, head, columns, max_params, returning=None):
     """
     Run ``head`` ("INSERT INTO table (columns)") for the rows whose adapted
     values ``columns`` holds, one sequence per column in ``head``'s order,
     on ``cursor`` (the driver's own: "?" placeholders), within
-    ``max_params`` bound values per statement.
+    ``max_params`` bound values per statement. With ``returning`` (SQL
+    columns), return the rows of each statement's RETURNING clause, in no
+    promised order (SQLite does not promise one).
     """
+    returned = []
     count = len(columns[0]) if columns else 0
     if not count:
-        return
+        return returned
+    tail = " RETURNING %s" % returning if returning else ""
     marks, bound = [], []
     for column in columns:
         literal = _literal(column[0])
@@ -70,14 +74,17 @@ def insert(cursor, head, columns, max_params):
     for size in SIZES:
         if size > most:
             continue
-        sql = _statement(head, row, size)
+        sql = _statement(head, row, size, tail)
         params = [None] * (size * width)
         while count - start >= size:
             # Row-major values from the columns, one slice assignment a column (in C).
             for i, column in enumerate(bound):
                 params[i::width] = column[start:start + size]
             cursor.execute(sql, params)
+            if tail:
+                returned.extend(cursor.fetchall())
             start += size
+    return returned
 
 
 def max_params(raw):
@@ -88,11 +95,11 @@ def max_params(raw):
         return 999
 
 
-def _statement(head, row, size):
-    key = (head, row, size)
+def _statement(head, row, size, tail=""):
+    key = (head, row, size, tail)
     sql = _statements.get(key)
     if sql is None:
         if len(_statements) > 256:
             _statements.clear()
-        sql = _statements[key] = "%s VALUES %s" % (head, ", ".join([row] * size))
+        sql = _statements[key] = "%s VALUES %s%s" % (head, ", ".join([row] * size), tail)
     return sql

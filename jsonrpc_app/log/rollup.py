@@ -118,16 +118,21 @@ def aggregate_columns(columns, into=None):
         for one in ms:  # in order, one by one: the float sum of call by call (sum() may differ)
             total += one
         row[2] = total
-        # A call of d ms goes in the first bucket whose bound is >= d: the
-        # calls up to bound i are bisect_right(ordered, bound i), one bisect a bound.
-        ordered = sorted(ms)
-        below = 0
-        for i, bound in enumerate(bounds):
-            upto = bisect.bisect_right(ordered, bound)
-            row[3 + i] += upto - below
-            below = upto
-        row[3 + len(bounds)] += len(ordered) - below
-        fastest, slowest = ordered[0], ordered[-1]
+        # A call of d ms goes in the first bucket whose bound is >= d.
+        if len(ms) < 8:
+            for one in ms:
+                row[3 + bisect.bisect_left(bounds, one)] += 1
+            fastest, slowest = min(ms), max(ms)
+        else:
+            # The calls up to bound i are bisect_right(ordered, bound i): a bisect a bound, not a call.
+            ordered = sorted(ms)
+            below = 0
+            for i, bound in enumerate(bounds):
+                upto = bisect.bisect_right(ordered, bound)
+                row[3 + i] += upto - below
+                below = upto
+            row[3 + len(bounds)] += len(ordered) - below
+            fastest, slowest = ordered[0], ordered[-1]
         if fastest < row[low]:
             row[low] = fastest
         if slowest > row[high]:
