@@ -89,6 +89,9 @@ JSONRPC = {
     "LOG_JOURNAL_DIR": str(RESULTS_DIR / "journal"),
     "SPOOL_DIR": str(RESULTS_DIR / "spool"),
 }
+# To compare the loader thread's priorities (LOG_LOADER_NICE) in one run; unset: the default.
+if os.environ.get("BENCH_LOADER_NICE"):
+    JSONRPC["LOG_LOADER_NICE"] = int(os.environ["BENCH_LOADER_NICE"])
 
 # django-modern-rpc: JSON-RPC only, its default (standard library json) backend.
 MODERNRPC_HANDLERS = ["modernrpc.jsonrpc.handler.JsonRpcHandler"]

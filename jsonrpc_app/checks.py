@@ -187,6 +187,15 @@ def check_journal_settings(app_configs=None, **kwargs):
                     id="jsonrpc_app.E045",
                 )
             )
+    nice = jsonrpc_settings.LOG_LOADER_NICE
+    if type(nice) is not int or not 0 <= nice <= 19:
+        errors.append(
+            Error(
+                "JSONRPC['LOG_LOADER_NICE'] must be a whole number from 0 to 19, not %r." % (nice,),
+                hint="The default is %r." % (DEFAULTS["LOG_LOADER_NICE"],),
+                id="jsonrpc_app.E046",
+            )
+        )
     for key in _POSITIVE + ("USAGE_MINUTE_DAYS",):
         value = getattr(jsonrpc_settings, key)
         if key == "USAGE_MINUTE_DAYS" and value is None:

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -417,6 +418,23 @@ def test_the_loader_thread_loads_in_the_background(use_journal, post, journal_di
     assert Envelope.objects.count() == 10
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_the_loader_thread_runs_below_the_request_threads_by_log_loader_nice(use_journal, post, journal_dir):
+    use_journal(LOG_LOADER="thread", LOG_LOADER_INTERVAL=0.05, LOG_LOADER_NICE=5)
+    post(_subtract(1))
+    deadline = time.monotonic() + 20
+    while journal.status(journal_dir).pending_bytes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    thread = loader._current().thread
+    try:
+        assert thread is not None and thread.is_alive()
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == min(19, mine + 5)
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # the request thread's is its own
+    finally:
+        assert loader.stop(10)
+
+
 def test_fsync_always_syncs_every_append_and_interval_groups_them(use_journal, post, monkeypatch):
     synced = []
     real_sync = journal._datasync
@@ -511,6 +529,8 @@ def test_system_check_warns_when_the_journal_directory_cannot_be_written(use_jou
         ("LOG_JOURNAL_FSYNC", "sometimes", "jsonrpc_app.E045"),
         ("LOG_JOURNAL", "tape", "jsonrpc_app.E045"),
         ("LOG_LOADER_CHUNK", 0, "jsonrpc_app.E046"),
+        ("LOG_LOADER_NICE", 20, "jsonrpc_app.E046"),
+        ("LOG_LOADER_NICE", 2.5, "jsonrpc_app.E046"),
     ],
 )
 def test_system_check_refuses_bad_journal_settings(use_journal, key, value, check_id):

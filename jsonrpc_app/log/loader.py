@@ -20,7 +20,9 @@ writes what it replays.
 
 import json
 import logging
+import os
 import re
+import sys
 import threading
 import time
 
@@ -493,7 +495,24 @@ def stop(timeout=30):
     return not thread.is_alive()
 
 
+def lower_thread_priority(nice):
+    """
+    Lower the calling thread's CPU priority, and only its, by ``nice`` (as
+    nice(1) counts, to 19 at most); return whether it was. Linux gives each
+    thread a priority of its own (setpriority() of its id); elsewhere nothing is done.
+    """
+    if not nice or not sys.platform.startswith("linux") or not hasattr(os, "setpriority"):
+        return False
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError:
+        return False
+    return True
+
+
 def _run(state):
+    lower_thread_priority(jsonrpc_settings.LOG_LOADER_NICE)
     try:
         while not state.stopping and state is _current():
             delay = jsonrpc_settings.LOG_LOADER_INTERVAL
