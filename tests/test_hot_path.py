@@ -99,6 +99,68 @@ def test_batch_depth_decision_matches_the_recursive_count(value, max_depth):
         assert len(envelope.items) == len(value)
 
 
+# --- the usual element of a batch, read by subscripts -----------------------------------
+
+
+def read_as_the_spec_says(index, value):
+    """What one element of an envelope is, read member by member (protocol._checked's general path)."""
+    if type(value) is not dict:
+        return ("invalid", index, None)
+    absent = object()
+    id = value.get("id", absent)
+    if id is not absent and not (type(id) in (str, int, float) or id is None):
+        return ("invalid", index, None)
+    id = None if id is absent else id
+    params = value.get("params", absent)
+    if (
+        value.get("jsonrpc") != "2.0"
+        or type(value.get("method")) is not str
+        or not (params is absent or type(params) in (list, dict))
+    ):
+        return ("invalid", index, id)
+    return ("request", index, value["method"], None if params is absent else params, id, "id" not in value)
+
+
+def read_by_parse(item):
+    if isinstance(item, protocol.InvalidItem):
+        return ("invalid", item.index, item.id)
+    return ("request", item.index, item.method, item.params, item.id, item.is_notification)
+
+
+member_values = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    ["2.0", "2", "m", ""]
+) | st.lists(st.integers(), max_size=2) | st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2)
+# Mostly what a client sends, now and then anything else in one member or another.
+usually = {
+    "jsonrpc": st.just("2.0"),
+    "method": st.just("m"),
+    "params": st.lists(st.integers(), max_size=2) | st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2),
+    "id": st.integers() | st.text(max_size=2),
+}
+one_member_off = st.sampled_from(sorted(usually)).flatmap(
+    lambda off: st.fixed_dictionaries({key: member_values if key == off else value for key, value in usually.items()})
+)
+four_members = (
+    st.fixed_dictionaries(usually)
+    | one_member_off
+    | st.dictionaries(st.sampled_from(["jsonrpc", "method", "params", "id", "extra"]), member_values, min_size=4, max_size=4)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(four_members | elements, min_size=1, max_size=6))
+def test_elements_of_four_members_are_read_as_the_spec_says(value):
+    envelope = protocol.parse(json.dumps(value).encode(), max_depth=64)
+    assert [read_by_parse(item) for item in envelope.items] == [
+        read_as_the_spec_says(i, element) for i, element in enumerate(value)
+    ]
+
+
+def test_a_true_id_in_a_usual_element_is_an_invalid_request_without_an_id():
+    envelope = protocol.parse(b'[{"jsonrpc": "2.0", "method": "m", "params": [], "id": true}]')
+    assert read_by_parse(envelope.items[0]) == ("invalid", 0, None)
+
+
 # --- big integers go to the exact decoder -----------------------------------------------
 
 
