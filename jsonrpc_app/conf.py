@@ -85,7 +85,7 @@ DEFAULTS = {
     # How far below its process's request threads the loader thread runs, as
     # nice(1) counts (0-19; Linux, where a thread has a priority of its own;
     # elsewhere not applied): on a busy host it takes the CPU they leave.
-    "LOG_LOADER_NICE": 10,
+    "LOG_LOADER_NICE": 19,
     # Most envelopes per loader transaction.
     "LOG_LOADER_CHUNK": 1000,
     # PostgreSQL: load with COPY (False: the multi-row INSERTs of the other databases).
